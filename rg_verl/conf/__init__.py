@@ -1,0 +1,1 @@
+"""Hydra configs shipped inside the package, found through ``pkg://rg_verl.conf``."""

@@ -1,0 +1,134 @@
+"""verl platform for running on CPU, with gloo for collectives.
+
+Selected with ``VERL_PLATFORM=cpu`` (``rg_verl.launch`` sets it when ``trainer.device=cpu``).
+Ray still schedules workers on the resource named ``GPU``: a CPU run starts Ray with as many
+logical GPUs as the config asks for, so verl's resource pools work unchanged.
+"""
+
+import functools
+from contextlib import contextmanager
+from types import ModuleType
+from typing import Any
+
+import torch.distributed
+from verl.plugin.platform import PlatformBase, PlatformRegistry
+
+from rg_verl.cpu import device
+
+
+@PlatformRegistry.register(platform="cpu")
+class PlatformCPU(PlatformBase):
+    """The host CPU as verl's accelerator."""
+
+    @property
+    def device_name(self) -> str:
+        return "cpu"
+
+    @property
+    def vendor_name(self) -> str:
+        return "cpu"
+
+    @property
+    def device_module(self) -> ModuleType:
+        return device
+
+    def is_available(self) -> bool:
+        return True
+
+    def current_device(self) -> str:  # verl hands this to ``.to()``
+        return "cpu"
+
+    def device_count(self) -> int:
+        return 1
+
+    def set_device(self, device_index: int) -> None:
+        pass
+
+    def synchronize(self, device_index: int | None = None) -> None:
+        pass
+
+    def manual_seed(self, seed: int) -> None:
+        torch.manual_seed(seed)
+
+    def manual_seed_all(self, seed: int) -> None:
+        torch.manual_seed(seed)
+
+    def set_allocator_settings(self, settings: str) -> None:
+        pass
+
+    def empty_cache(self) -> None:
+        pass
+
+    def get_device_capability(self, device_index: int = 0) -> tuple[int | None, int | None]:
+        return None, None
+
+    def communication_backend_name(self) -> str:
+        return "gloo"
+
+    def visible_devices_envvar(self) -> str:
+        return "CUDA_VISIBLE_DEVICES"
+
+    @contextmanager
+    def nvtx_range(self, msg: str):
+        yield
+
+    def profiler_start(self) -> None:
+        pass
+
+    def profiler_stop(self) -> None:
+        pass
+
+    def ray_resource_name(self) -> str:
+        return "GPU"
+
+    def ray_noset_envvars(self) -> list[str]:
+        return ["RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"]
+
+    def is_ipc_supported(self) -> bool:
+        return False
+
+    def cudart(self) -> Any:
+        return None
+
+
+def merge_backend_pairs(backend: str) -> str:
+    """Drop repeated ``device:backend`` pairs from a torch backend string.
+
+    verl asks for ``"cpu:gloo,{device}:{backend}"``, which on this platform is
+    ``"cpu:gloo,cpu:gloo"``; torch rejects the repeated device. Identical repeats are
+    merged; conflicting ones are left for torch to reject.
+
+    >>> merge_backend_pairs("cpu:gloo,cpu:gloo")
+    'cpu:gloo'
+    >>> merge_backend_pairs("cpu:gloo,cuda:nccl")
+    'cpu:gloo,cuda:nccl'
+    """
+    pairs = [pair.strip() for pair in backend.split(",")]
+    return ",".join(dict.fromkeys(pairs))
+
+
+def _accept_repeated_backend_pairs(init_process_group):
+    @functools.wraps(init_process_group)
+    def wrapper(*args, backend: str | None = None, **kwargs):
+        if isinstance(backend, str) and "," in backend:
+            backend = merge_backend_pairs(backend)
+        return init_process_group(*args, backend=backend, **kwargs)
+
+    wrapper.rg_verl_wrapped = True
+    return wrapper
+
+
+def _pageable_pin_memory(tensor: torch.Tensor, device=None) -> torch.Tensor:
+    """Without an accelerator there is no pinned memory: keep the tensor where it is.
+
+    FSDP2's ``CPUOffloadPolicy(pin_memory=True)``, which verl uses for the reference model,
+    would otherwise fail with "Cannot access accelerator device when none is available".
+    """
+    return tensor
+
+
+if not torch.accelerator.is_available():
+    torch.Tensor.pin_memory = _pageable_pin_memory
+
+if not getattr(torch.distributed.init_process_group, "rg_verl_wrapped", False):
+    torch.distributed.init_process_group = _accept_repeated_backend_pairs(torch.distributed.init_process_group)

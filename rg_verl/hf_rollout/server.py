@@ -1,0 +1,209 @@
+"""The ``hf`` rollout server: a Ray actor that generates with ``transformers``.
+
+One server per rollout replica. It speaks verl's token-in/token-out protocol
+(``generate(prompt_ids, sampling_params, request_id) -> TokenOutput``), batches the
+requests that arrive together into one left-padded ``model.generate`` call, returns
+per-token log-probs, and takes new weights from the training worker after every step.
+"""
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from transformers import AutoModelForCausalLM, GenerationConfig
+from verl.utils.device import get_device_name
+from verl.workers.rollout.replica import TokenOutput
+
+logger = logging.getLogger(__name__)
+
+# How long the server waits for more requests to join a batch, in seconds.
+BATCH_WINDOW_S = 0.005
+
+
+@dataclass
+class _Request:
+    prompt_ids: list[int]
+    max_tokens: int
+    want_logprobs: bool
+    done: asyncio.Future = field(repr=False)
+
+
+def sampling_key(sampling_params: dict[str, Any]) -> tuple[float, float, int]:
+    """(temperature, top_p, top_k) in ``transformers`` terms; requests batch together only when equal."""
+    temperature = float(sampling_params.get("temperature", 1.0))
+    top_p = float(sampling_params.get("top_p", 1.0))
+    top_k = int(sampling_params.get("top_k", -1) or -1)
+    return temperature, top_p, max(top_k, 0)  # verl disables top-k with -1, transformers with 0
+
+
+class HFRolloutServer:
+    """Holds one copy of the policy and serves generation requests for a replica.
+
+    Args:
+        model_path: local HF model directory (the actor's starting weights).
+        prompt_length: configured maximum prompt length, in tokens.
+        response_length: configured maximum response length, in tokens.
+        max_num_seqs: the most sequences one ``generate`` call may hold.
+        seed: sampling seed.
+        dtype: torch dtype name for the rollout copy of the model.
+    """
+
+    def __init__(
+        self,
+        model_path: str,
+        prompt_length: int,
+        response_length: int,
+        max_num_seqs: int,
+        seed: int,
+        dtype: str = "float32",
+    ):
+        self.device = torch.device(get_device_name())
+        torch.manual_seed(seed)
+        self.model = AutoModelForCausalLM.from_pretrained(
+            model_path, dtype=getattr(torch, dtype), attn_implementation="sdpa"
+        ).to(self.device)
+        self.model.eval()
+        gen = GenerationConfig.from_pretrained(model_path)
+        eos = gen.eos_token_id if gen.eos_token_id is not None else self.model.config.eos_token_id
+        self.eos_ids = set(eos if isinstance(eos, list) else [eos])
+        pad = gen.pad_token_id if gen.pad_token_id is not None else self.model.config.pad_token_id
+        self.pad_id = pad if pad is not None else min(self.eos_ids)
+        self.prompt_length = prompt_length
+        self.response_length = response_length
+        self.max_num_seqs = max_num_seqs
+        self.global_steps: int | None = None
+        self.weight_version = 0
+        self._pending: dict[tuple, list[_Request]] = {}
+        self._lock = asyncio.Lock()
+
+    def ready(self) -> bool:
+        return True
+
+    async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any], request_id: str, **_) -> TokenOutput:
+        """Generate one response; concurrent calls are batched into one forward loop."""
+        budget = self.prompt_length + self.response_length - len(prompt_ids)
+        max_tokens = min(int(sampling_params.get("max_tokens", self.response_length)), self.response_length, budget)
+        if max_tokens < 1:
+            raise ValueError(
+                f"prompt of {len(prompt_ids)} tokens leaves no room to generate "
+                f"(prompt_length={self.prompt_length}, response_length={self.response_length})"
+            )
+        request = _Request(
+            prompt_ids=list(prompt_ids),
+            max_tokens=max_tokens,
+            want_logprobs=bool(sampling_params.get("logprobs", False)),
+            done=asyncio.get_running_loop().create_future(),
+        )
+        self._pending.setdefault(sampling_key(sampling_params), []).append(request)
+        await asyncio.sleep(BATCH_WINDOW_S)
+        async with self._lock:
+            await self._drain()
+        return await request.done
+
+    async def _drain(self) -> None:
+        while self._pending:
+            key, queue = next(iter(self._pending.items()))
+            batch, rest = queue[: self.max_num_seqs], queue[self.max_num_seqs :]
+            if rest:
+                self._pending[key] = rest
+            else:
+                del self._pending[key]
+            try:
+                outputs = await asyncio.to_thread(self._generate_batch, batch, *key)
+            except Exception as error:  # hand the failure to every waiting caller
+                for request in batch:
+                    request.done.set_exception(error)
+                continue
+            for request, output in zip(batch, outputs, strict=True):
+                request.done.set_result(output)
+
+    @torch.no_grad()
+    def _generate_batch(self, batch: list[_Request], temperature: float, top_p: float, top_k: int) -> list[TokenOutput]:
+        width = max(len(r.prompt_ids) for r in batch)
+        input_ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
+        attention_mask = torch.zeros((len(batch), width), dtype=torch.long)
+        for row, request in enumerate(batch):  # left padding
+            input_ids[row, width - len(request.prompt_ids) :] = torch.tensor(request.prompt_ids)
+            attention_mask[row, width - len(request.prompt_ids) :] = 1
+        do_sample = temperature > 0
+        out = self.model.generate(
+            input_ids=input_ids.to(self.device),
+            attention_mask=attention_mask.to(self.device),
+            max_new_tokens=max(r.max_tokens for r in batch),
+            do_sample=do_sample,
+            temperature=temperature if do_sample else None,
+            top_p=top_p if do_sample else None,
+            top_k=top_k if do_sample else None,
+            eos_token_id=sorted(self.eos_ids),
+            pad_token_id=self.pad_id,
+            output_logits=True,
+            return_dict_in_generate=True,
+        )
+        new_tokens = out.sequences[:, width:].cpu()
+        logits = torch.stack(out.logits, dim=1).float()  # (batch, steps, vocab), before sampling warpers
+        if do_sample:  # the actor scores tokens at the sampling temperature
+            logits = logits / temperature
+        logprobs = torch.log_softmax(logits, dim=-1).gather(-1, new_tokens.to(logits.device).unsqueeze(-1))
+        logprobs = logprobs.squeeze(-1).cpu()
+        results = []
+        for row, request in enumerate(batch):
+            tokens = new_tokens[row, : request.max_tokens].tolist()
+            stop = next((i for i, t in enumerate(tokens) if t in self.eos_ids), None)
+            length = len(tokens) if stop is None else stop + 1
+            results.append(
+                TokenOutput(
+                    token_ids=tokens[:length],
+                    log_probs=logprobs[row, :length].tolist() if request.want_logprobs else None,
+                    stop_reason="completed",
+                    extra_fields={"global_steps": self.global_steps, "weight_version": self.weight_version},
+                )
+            )
+        return results
+
+    async def update_weights(self, state_dict: dict[str, torch.Tensor], global_steps: int | None = None) -> int:
+        """Load the trainer's current weights; returns how many tensors were loaded."""
+        async with self._lock:
+            own = self.model.state_dict()
+            unknown = sorted(set(state_dict) - set(own))
+            if unknown:
+                raise KeyError(f"hf rollout got weights the model does not have: {unknown[:5]}")
+            with torch.no_grad():
+                for name, tensor in state_dict.items():
+                    own[name].copy_(tensor.to(own[name].device, own[name].dtype))
+            self.global_steps = global_steps
+            self.weight_version += 1
+            return len(state_dict)
+
+    async def get_weight_version(self) -> int:
+        return self.weight_version
+
+    # verl drives every rollout server through these; a HF model keeps no KV cache between
+    # calls and stays resident, so there is nothing to free, resume or abort.
+    async def wake_up(self):
+        pass
+
+    async def sleep(self):
+        pass
+
+    async def clear_kv_cache(self):
+        pass
+
+    async def release_kv_cache(self):
+        pass
+
+    async def resume_kv_cache(self):
+        pass
+
+    async def abort_all_requests(self, reject_request: bool = False) -> dict[str, Any]:
+        return {"aborted_count": 0, "request_ids": []}
+
+    async def resume_generation(self):
+        pass
+
+    async def start_profile(self, **kwargs):
+        pass
+
+    async def stop_profile(self):
+        pass

@@ -1,0 +1,119 @@
+"""Start a verl GRPO run from a composed config, with rg-verl's plugins loaded where needed.
+
+verl imports the modules named in ``VERL_USE_EXTERNAL_MODULES`` when ``verl`` is imported, in
+the driver and in every Ray worker. This module decides which of ours a config needs:
+
+- ``trainer.device=cpu`` loads ``rg_verl.cpu`` (the CPU platform) and applies the settings a
+  CPU run needs (:data:`CPU_SETTINGS`);
+- ``actor_rollout_ref.rollout.name=hf`` loads ``rg_verl.hf_rollout``.
+
+A GPU run with vLLM loads neither.
+"""
+
+import logging
+import os
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+logger = logging.getLogger(__name__)
+
+# What a CPU run must set, whatever the experiment config says, and why.
+CPU_SETTINGS = {
+    # FSDP1 cannot sync module states held on CPU; FSDP2 can.
+    "actor_rollout_ref.actor.strategy": "fsdp2",
+    "actor_rollout_ref.ref.strategy": "fsdp2",
+    # flash-attention is CUDA-only.
+    "actor_rollout_ref.model.override_config.attn_implementation": "sdpa",
+    "actor_rollout_ref.actor.use_torch_compile": False,
+    "actor_rollout_ref.ref.use_torch_compile": False,
+    # vLLM, SGLang and TensorRT-LLM need a GPU.
+    "actor_rollout_ref.rollout.name": "hf",
+    # verl's TransferQueue starts about nine one-CPU actors; keep its storage to one unit.
+    "transfer_queue.backend.SimpleStorage.num_data_storage_units": 1,
+}
+
+# Ray's logical CPU count on a CPU run: verl's helper actors each reserve one CPU, and a
+# 2-core laptop would otherwise leave them waiting for ever.
+CPU_RAY_LOGICAL_CPUS = 16
+
+
+def plugin_modules(config: DictConfig) -> list[str]:
+    """The rg-verl modules every process of this run must import."""
+    modules = []
+    if config.trainer.device == "cpu":
+        modules.append("rg_verl.cpu")
+    if config.actor_rollout_ref.rollout.name == "hf":
+        modules.append("rg_verl.hf_rollout")
+    return modules
+
+
+def plugin_env(config: DictConfig) -> dict[str, str]:
+    """Environment variables that make verl load our plugins in every process."""
+    env = {}
+    modules = plugin_modules(config)
+    if modules:
+        inherited = [m for m in os.environ.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
+        env["VERL_USE_EXTERNAL_MODULES"] = ",".join(dict.fromkeys(inherited + modules))
+    if config.trainer.device == "cpu":
+        env["VERL_PLATFORM"] = "cpu"
+        # verl registers its FSDP engine for cuda/npu; the engine itself is device-agnostic.
+        env["VERL_ENGINE_DEVICE"] = "cuda"
+    return env
+
+
+def apply_device_settings(config: DictConfig) -> None:
+    """Adjust ``config`` in place for the device it names (only ``cpu`` needs anything)."""
+    if config.trainer.device != "cpu":
+        return
+    with open_dict(config):
+        for key, value in CPU_SETTINGS.items():
+            if OmegaConf.select(config, key) != value:
+                logger.info("trainer.device=cpu: setting %s=%s", key, value)
+                OmegaConf.update(config, key, value, force_add=True)
+        ray_init = config.ray_kwargs.ray_init
+        ray_init.num_gpus = config.trainer.n_gpus_per_node * config.trainer.nnodes
+        ray_init.num_cpus = max(ray_init.get("num_cpus") or 0, CPU_RAY_LOGICAL_CPUS)
+
+
+def ensure_model(config: DictConfig) -> None:
+    """Build the tiny local model when the config asks for it and it is not there yet."""
+    if not OmegaConf.select(config, "tiny_model.build_if_missing", default=False):
+        return
+    from rg_verl.tiny import ensure_tiny_model
+
+    ensure_tiny_model(config.actor_rollout_ref.model.path)
+
+
+def prepare(config: DictConfig) -> None:
+    """Apply device settings, export the plugin environment and load the plugins here too."""
+    apply_device_settings(config)
+    ensure_model(config)
+    env = plugin_env(config)
+    os.environ.update(env)
+    with open_dict(config):
+        env_vars = config.ray_kwargs.ray_init.runtime_env.setdefault("env_vars", {})
+        env_vars.update(env)
+    import importlib
+
+    for module in plugin_modules(config):
+        importlib.import_module(module)
+    if config.trainer.device == "cpu":
+        from verl.plugin.platform import get_platform, set_platform
+
+        from rg_verl.cpu import PlatformCPU
+
+        if get_platform().device_name != "cpu":
+            set_platform(PlatformCPU())
+
+
+def run(config: DictConfig) -> None:
+    """Validate ``config`` the way verl's ``main_ppo`` does, then train."""
+    prepare(config)
+    from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+    if not config.trainer.use_v1:
+        raise ValueError("rg-verl runs on verl's V1 trainer; remove trainer.use_v1=False")
+    run_ppo(config, task_runner_class=TaskRunnerV1)
