@@ -39,11 +39,13 @@ CPU_RAY_LOGICAL_CPUS = 16
 
 def plugin_modules(config: DictConfig) -> list[str]:
     """The rg-verl modules every process of this run must import."""
-    modules = []
+    modules = []  # the platform first: the others resolve verl's platform when imported
     if config.trainer.device == "cpu":
         modules.append("rg_verl.cpu")
     if config.actor_rollout_ref.rollout.name == "hf":
         modules.append("rg_verl.hf_rollout")
+    if config.trainer.v1.trainer_mode == "rg_verl":
+        modules.append("rg_verl.trainer")
     return modules
 
 

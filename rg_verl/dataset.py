@@ -1,0 +1,294 @@
+"""On-the-fly reasoning-gym dataset for verl (``data.custom_cls``).
+
+verl builds the dataset as ``ReasoningGymDataset(data_files, tokenizer, config,
+processor=None, max_samples=-1)``, where ``config`` is verl's ``data`` section and
+``data_files`` is ``reasoning_gym://train``, ``reasoning_gym://val`` or
+``reasoning_gym://eval``. Our own settings live under ``data.reasoning_gym``::
+
+    reasoning_gym:
+      datasets:
+        chain_sum: {weight: 1.0, config: {min_terms: 2, max_terms: 3}}
+        leg_counting: {weight: 0.5}
+      seed: 42            # base seed, 0 <= seed < 10**9
+      train_size: 10000   # items per epoch, per split
+      val_size: 64
+      eval_size: 64
+      system_prompt: default  # a key of reasoning_gym.utils.SYSTEM_PROMPTS, or literal text
+
+Nothing is generated up front: each sub-dataset is constructed once (so that
+reasoning-gym validates its config) and items are generated in ``__getitem__``.
+An item is a pure function of (split seed, index). Prompts are not filtered by
+length (that would need generating every item); ``tokenizer`` is unused.
+
+Seed-space rule
+---------------
+reasoning-gym generates item ``j`` of a dataset built with seed ``s`` from
+``Random(s + j)``. With ``SPLIT_STRIDE = 10**9``, ``DATASET_OFFSET_RANGE = 10**8``
+and split number ``k`` (train=0, val=1, eval=2):
+
+* split seed: ``split_seed = seed + k * SPLIT_STRIDE``;
+* sub-dataset seed: ``split_seed + crc32(name) % DATASET_OFFSET_RANGE`` (a stable
+  per-name offset, independent of the order of the config);
+* item ``i`` of the split uses item ``j = i`` of the dataset picked by a weighted
+  choice drawn from ``random.Random(f"{split_seed}:{i}")``.
+
+Since every split size is at most ``SPLIT_STRIDE - DATASET_OFFSET_RANGE``, all the
+generator seeds of split ``k`` lie in ``[seed + k*10**9, seed + (k+1)*10**9)``, so
+train, val and eval never share a generator seed. With ``0 <= seed < 10**9`` every
+seed stays below ``2**32`` (some generators seed numpy with it).
+"""
+
+from __future__ import annotations
+
+import bisect
+import difflib
+import json
+import math
+import operator
+import random
+import zlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, ListConfig, OmegaConf
+from torch.utils.data import Dataset
+
+from reasoning_gym.factory import DATASETS, create_dataset
+from reasoning_gym.utils import SYSTEM_PROMPTS
+
+__all__ = ["ReasoningGymDataset", "parse_data_files", "split_seed", "dataset_seed", "to_json_safe"]
+
+URI_PREFIX = "reasoning_gym://"
+SPLITS = ("train", "val", "eval")
+SPLIT_STRIDE = 10**9
+DATASET_OFFSET_RANGE = 10**8
+MAX_SPLIT_SIZE = SPLIT_STRIDE - DATASET_OFFSET_RANGE
+DEFAULT_SIZES = {"train": 10000, "val": 64, "eval": 64}
+
+
+def parse_data_files(data_files: Any) -> str:
+    """Returns the split named by ``data_files``.
+
+    Args:
+        data_files: ``"reasoning_gym://<split>"`` or a one-element list of it.
+
+    Returns:
+        The split name, one of ``train``, ``val``, ``eval``.
+
+    Raises:
+        ValueError: If ``data_files`` has any other form.
+    """
+    value = data_files
+    if isinstance(value, (list, tuple, ListConfig)):
+        value = value[0] if len(value) == 1 else None
+    if isinstance(value, str) and value.startswith(URI_PREFIX) and value[len(URI_PREFIX) :] in SPLITS:
+        return value[len(URI_PREFIX) :]
+    valid = ", ".join(f"'{URI_PREFIX}{s}'" for s in SPLITS)
+    raise ValueError(
+        f"Unsupported data_files {data_files!r} for ReasoningGymDataset: expected one of {valid} "
+        "(a string or a one-element list)."
+    )
+
+
+def split_seed(base_seed: int, split: str) -> int:
+    """Returns the seed of ``split`` (see the module docstring)."""
+    return base_seed + SPLITS.index(split) * SPLIT_STRIDE
+
+
+def dataset_seed(base_seed: int, split: str, name: str) -> int:
+    """Returns the seed given to reasoning-gym dataset ``name`` in ``split``."""
+    return split_seed(base_seed, split) + zlib.crc32(name.encode()) % DATASET_OFFSET_RANGE
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, (set, frozenset)):
+        items = list(obj)
+        try:
+            return sorted(items)
+        except TypeError:
+            return sorted(items, key=repr)
+    if hasattr(obj, "tolist"):  # numpy arrays and scalars, torch tensors
+        return obj.tolist()
+    if hasattr(obj, "item"):
+        return obj.item()
+    return str(obj)
+
+
+def _stringify_keys(obj: Any) -> Any:
+    # JSON only allows str/int/float/bool/None keys; turn e.g. tuple keys into strings.
+    if isinstance(obj, Mapping):
+        return {
+            (k if isinstance(k, (str, int, float, bool)) or k is None else str(k)): _stringify_keys(v)
+            for k, v in obj.items()
+        }
+    if isinstance(obj, (list, tuple)):
+        return [_stringify_keys(v) for v in obj]
+    return obj
+
+
+def to_json_safe(obj: Any) -> Any:
+    """Returns a copy of ``obj`` made of JSON types only (dict, list, str, numbers, bool, None).
+
+    Tuples become lists, sets sorted lists, numpy values Python numbers or lists, and
+    any other object its ``str``. Dict keys become strings, as in JSON.
+    """
+    return json.loads(json.dumps(_stringify_keys(obj), default=_json_default))
+
+
+def _to_container(value: Any) -> Any:
+    if isinstance(value, (DictConfig, ListConfig)):
+        return OmegaConf.to_container(value, resolve=True)
+    return value
+
+
+def _weight(name: str, spec: Mapping) -> float:
+    weight = spec.get("weight", 1.0)
+    try:
+        weight = float(weight)
+    except (TypeError, ValueError):
+        raise ValueError(f"reasoning_gym dataset {name!r}: weight must be a number, got {weight!r}") from None
+    if not math.isfinite(weight) or weight < 0:
+        raise ValueError(f"reasoning_gym dataset {name!r}: weight must be finite and >= 0, got {weight}")
+    return weight
+
+
+def _int_setting(section: Mapping, key: str, default: int) -> int:
+    value = section.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"reasoning_gym.{key} must be an integer, got {value!r}")
+    return value
+
+
+def _unknown_name_error(name: str) -> ValueError:
+    close = difflib.get_close_matches(name, list(DATASETS), n=3)
+    hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    return ValueError(
+        f"Unknown reasoning-gym dataset {name!r}.{hint} Known datasets: {', '.join(sorted(DATASETS))}."
+    )
+
+
+class ReasoningGymDataset(Dataset):
+    """A weighted mix of reasoning-gym datasets, generated item by item.
+
+    Args:
+        data_files: ``"reasoning_gym://<split>"`` (or a one-element list of it).
+        tokenizer: Unused; accepted for verl's ``custom_cls`` signature.
+        config: verl's ``data`` config; our settings are under ``reasoning_gym``.
+        processor: Unused; accepted for verl's ``custom_cls`` signature.
+        max_samples: If positive, caps ``len(self)``.
+
+    Raises:
+        ValueError: On a bad ``data_files``, an unknown dataset name, bad weights,
+            sizes or seed, or a config that reasoning-gym rejects.
+    """
+
+    def __init__(self, data_files, tokenizer=None, config=None, processor=None, max_samples: int = -1):
+        self.split = parse_data_files(data_files)
+        self.tokenizer = tokenizer
+        self.processor = processor
+
+        rg_cfg = _to_container(config.get("reasoning_gym") if config is not None else None)
+        if not isinstance(rg_cfg, Mapping):
+            raise ValueError("ReasoningGymDataset needs a 'data.reasoning_gym' config section with 'datasets'.")
+
+        self.base_seed = _int_setting(rg_cfg, "seed", 42)
+        if not 0 <= self.base_seed < SPLIT_STRIDE:
+            raise ValueError(f"reasoning_gym.seed must be in [0, {SPLIT_STRIDE}), got {self.base_seed}")
+        self.split_seed = split_seed(self.base_seed, self.split)
+
+        size = _int_setting(rg_cfg, f"{self.split}_size", DEFAULT_SIZES[self.split])
+        if not 0 < size <= MAX_SPLIT_SIZE:
+            raise ValueError(f"reasoning_gym.{self.split}_size must be in [1, {MAX_SPLIT_SIZE}], got {size}")
+        self.size = size
+        self.max_samples = max_samples
+        self.system_prompt = self._resolve_system_prompt(rg_cfg.get("system_prompt", "default"))
+
+        specs = rg_cfg.get("datasets")
+        if not isinstance(specs, Mapping) or not specs:
+            raise ValueError("reasoning_gym.datasets must be a non-empty mapping of dataset name -> spec.")
+        self.datasets: dict[str, Any] = {}
+        self.weights: dict[str, float] = {}
+        for name in sorted(specs):  # sorted: the mix does not depend on the config's key order
+            spec = specs[name] or {}
+            if not isinstance(spec, Mapping):
+                raise ValueError(f"reasoning_gym dataset {name!r}: spec must be a mapping, got {spec!r}")
+            extra = set(spec) - {"weight", "config"}
+            if extra:
+                raise ValueError(f"reasoning_gym dataset {name!r}: unknown keys {sorted(extra)}; use weight, config")
+            if name not in DATASETS:
+                raise _unknown_name_error(name)
+            self.weights[name] = _weight(name, spec)
+            self.datasets[name] = self._build(name, spec.get("config") or {})
+
+        if sum(self.weights.values()) <= 0:
+            raise ValueError("reasoning_gym.datasets: at least one weight must be positive.")
+        # Only positive weights can be picked; the cumulative table drives the weighted choice.
+        self._names = [n for n, w in self.weights.items() if w > 0]
+        self._cum_weights = []
+        total = 0.0
+        for n in self._names:
+            total += self.weights[n]
+            self._cum_weights.append(total)
+
+    @staticmethod
+    def _resolve_system_prompt(value: Any) -> str | None:
+        if value is None or value == "":
+            return None
+        if not isinstance(value, str):
+            raise ValueError(f"reasoning_gym.system_prompt must be a string, got {value!r}")
+        return SYSTEM_PROMPTS.get(value, value)
+
+    def _build(self, name: str, cfg: Any):
+        cfg = dict(_to_container(cfg))
+        for key in ("seed", "size"):
+            if key in cfg:
+                raise ValueError(
+                    f"reasoning_gym dataset {name!r}: '{key}' is set by rg-verl; use reasoning_gym.seed / *_size."
+                )
+        cfg["seed"] = dataset_seed(self.base_seed, self.split, name)
+        cfg["size"] = self.size
+        try:
+            return create_dataset(name, **cfg)
+        except (TypeError, AssertionError, ValueError) as e:
+            raise ValueError(f"Invalid config for reasoning-gym dataset {name!r}: {e!r}") from e
+
+    def __len__(self) -> int:
+        if self.max_samples is not None and self.max_samples > 0:
+            return min(self.size, self.max_samples)
+        return self.size
+
+    def pick(self, index: int) -> str:
+        """Returns the name of the dataset that item ``index`` comes from."""
+        u = random.Random(f"{self.split_seed}:{index}").random() * self._cum_weights[-1]
+        return self._names[min(bisect.bisect_right(self._cum_weights, u), len(self._names) - 1)]
+
+    def __getitem__(self, index) -> dict:
+        index = operator.index(index)
+        if not 0 <= index < len(self):
+            raise IndexError(f"index {index} out of range for {self.split} split of size {len(self)}")
+        name = self.pick(index)
+        dataset = self.datasets[name]
+        entry = to_json_safe(dataset[index])
+        answer = entry.get("answer")
+
+        messages = []
+        if self.system_prompt is not None:
+            messages.append({"role": "system", "content": self.system_prompt})
+        messages.append({"role": "user", "content": str(entry["question"])})
+        return {
+            "raw_prompt": messages,
+            "data_source": f"reasoning_gym/{name}",
+            "reward_model": {"style": "rule", "ground_truth": "" if answer is None else str(answer)},
+            "extra_info": {
+                "split": self.split,
+                "index": index,
+                "dataset": name,
+                "category": dataset.category,
+                "entry": entry,
+            },
+            "index": index,
+            "tools_kwargs": {},
+            "interaction_kwargs": {},
+            "dummy_tensor": torch.tensor([0], dtype=torch.uint8),
+        }

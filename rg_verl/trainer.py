@@ -1,0 +1,56 @@
+"""rg-verl's V1 trainer: verl's synchronous GRPO trainer plus per-dataset training metrics.
+
+Registered as ``trainer.v1.trainer_mode=rg_verl`` (the default in ``rg_verl_base``). It adds
+no training logic of its own: after each step it reads the step's rewards back from verl's
+TransferQueue, grouped by ``data_source``, and logs their means next to verl's metrics as
+``train/<data_source>/<key>``, where key is ``score`` and every extra value our reward returns.
+"""
+
+import logging
+from collections import defaultdict
+
+import numpy as np
+import transfer_queue as tq
+from verl.trainer.ppo.v1.trainer_base import register_trainer
+from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+
+logger = logging.getLogger(__name__)
+
+# what the trainer reads back per sample: verl's agent loop keeps the reward function's returned
+# dict under extra_fields["reward_extra_info"]
+FIELDS = ["data_source", "extra_fields"]
+
+
+def grouped_means(data_sources: list[str], values: dict[str, list[float]]) -> dict[str, float]:
+    """Mean of each value per data source, keyed ``train/<data_source>/<name>``.
+
+    >>> grouped_means(["a", "a", "b"], {"score": [1.0, 0.0, 1.0]})
+    {'train/a/score': 0.5, 'train/b/score': 1.0}
+    """
+    groups: dict[str, list[int]] = defaultdict(list)
+    for i, source in enumerate(data_sources):
+        groups[source].append(i)
+    metrics = {}
+    for source, rows in groups.items():
+        for name, column in values.items():
+            metrics[f"train/{source}/{name}"] = float(np.mean([float(column[i]) for i in rows]))
+    return metrics
+
+
+@register_trainer("rg_verl")
+class ReasoningGymTrainer(PPOTrainerSync):
+    """verl's sync trainer, with the step's rewards logged per dataset."""
+
+    def step(self, metrics: dict, timing_raw: dict):
+        batch = super().step(metrics, timing_raw)
+        metrics.update(self.reward_metrics(batch))
+        return batch
+
+    def reward_metrics(self, batch) -> dict[str, float]:
+        """Per-dataset means of the reward values of the samples in ``batch``."""
+        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=FIELDS)
+        data_sources = [str(source) for source in list(data["data_source"])]
+        infos = [dict(extra or {}).get("reward_extra_info", {}) for extra in list(data["extra_fields"])]
+        names = [name for name, value in infos[0].items() if isinstance(value, (int, float, np.number))] if infos else []
+        values = {name: [info.get(name, np.nan) for info in infos] for name in names}
+        return grouped_means(data_sources, values)

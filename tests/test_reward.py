@@ -1,0 +1,281 @@
+"""Tests for rg_verl.reward: answer extraction and scoring."""
+
+import doctest
+import logging
+import math
+import time
+
+import pytest
+import reasoning_gym
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import rg_verl.reward as reward_mod
+from rg_verl.reward import compute_score, extract_answer
+
+TAGS = ["<think>", "</think>", "<answer>", "</answer>"]
+
+
+def test_doctests():
+    result = doctest.testmod(reward_mod, verbose=False)
+    assert result.attempted > 0 and result.failed == 0
+
+
+# --- extraction ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("<think>r</think><answer>42</answer>", "42"),
+        ("  \n<think>r</think>\n\n<answer> 42 \n</answer>\n ", "42"),
+        ("<think></think><answer></answer>", ""),
+        ("<think>I may write <answer>1</answer></think><answer>2</answer>", "2"),
+        ("<think>multi\nline</think><answer>a\nb</answer>", "a\nb"),
+    ],
+)
+def test_strict_accepts_well_formed(text, expected):
+    assert extract_answer(text, strict=True) == expected
+    assert extract_answer(text, strict=False) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<answer>42</answer>",  # no think block
+        "preamble <think>r</think><answer>42</answer>",  # text before think
+        "<think>r</think><answer>42</answer> trailing",  # text after answer
+        "<think>r</think> between <answer>42</answer>",  # text between blocks
+        "<think>r</think><answer>1</answer><answer>2</answer>",  # two answers
+        "<think>r</think><think>s</think><answer>2</answer>",  # two thinks
+        "<think><think>r</think></think><answer>2</answer>",  # nested think
+        "<think>r</think><answer><answer>2</answer></answer>",  # nested answer
+        "<think>r<answer>2</answer>",  # unclosed think
+        "<think>r</think><answer>2",  # unclosed answer
+        "<think>r</think>",
+        "",
+        "</answer>",
+    ],
+)
+def test_strict_rejects_malformed(text):
+    assert extract_answer(text, strict=True) is None
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("The answer is <answer>7</answer>.", "7"),
+        ("<answer>1</answer> then <answer>2</answer> then <answer> 3 </answer>", "3"),
+        ("<answer>1</answer> and an unclosed <answer>2", "1"),
+        ("<answer><answer>x</answer></answer>", "x"),
+        ("<answer>x <answer>y</answer>", "y"),
+        ("<answer>1</answer></answer>", "1"),
+        ("</answer><answer>5</answer>", "5"),
+        ("<ANSWER>5</ANSWER>", None),
+        ("<answer>5", None),
+        ("5</answer>", None),
+        ("</answer><answer>", None),
+        ("no tags at all", None),
+        ("", None),
+    ],
+)
+def test_lenient(text, expected):
+    assert extract_answer(text, strict=False) == expected
+
+
+def test_default_is_lenient():
+    assert extract_answer("x <answer>1</answer>") == "1"
+
+
+def test_non_string_input():
+    assert extract_answer(None, strict=False) is None
+    assert extract_answer(None, strict=True) is None
+
+
+tagless_text = st.text().filter(lambda t: not any(tag in t for tag in TAGS))
+tag_soup = st.lists(st.one_of(st.sampled_from(TAGS + ["<", ">", "/", "answer", "think"]), st.text(max_size=5))).map(
+    "".join
+)
+
+
+@given(tagless_text)
+def test_property_roundtrip(t):
+    text = f"<think>x</think><answer>{t}</answer>"
+    assert extract_answer(text, strict=False) == t.strip()
+    assert extract_answer(text, strict=True) == t.strip()
+
+
+@given(st.one_of(st.text(), tag_soup), st.booleans())
+def test_property_never_raises(text, strict):
+    result = extract_answer(text, strict=strict)
+    assert result is None or (isinstance(result, str) and result in text)
+
+
+@given(st.one_of(st.text(), tag_soup))
+def test_property_strict_implies_lenient(text):
+    strict = extract_answer(text, strict=True)
+    if strict is not None:
+        assert extract_answer(text, strict=False) == strict
+
+
+@given(tagless_text, tagless_text)
+def test_property_last_answer_wins(a, b):
+    assert extract_answer(f"<answer>{a}</answer>{a}<answer>{b}</answer>", strict=False) == b.strip()
+
+
+HOSTILE = [
+    "<answer>" * 12_500,
+    "</answer>" * 11_200,
+    "<think>" * 14_300,
+    "<think>" + "</think>" * 12_500,
+    "<answer><think></answer>" * 4_200,
+    "<think>" + "x" * 100_000 + "</think><answer>" + "<answer>" * 10_000,
+    "<think>" + "<answer>" * 12_500 + "</think><answer>1</answer>",
+    "<think>a</think><answer>" + "<answer" * 14_300 + "</answer>",
+    "<" * 100_000,
+    "<answer>" + " " * 100_000 + "x",
+]
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_hostile_long_inputs_are_fast(strict):
+    start = time.perf_counter()
+    for text in HOSTILE:
+        assert len(text) >= 100_000
+        for _ in range(5):
+            extract_answer(text, strict=strict)
+    # Linear scans take milliseconds here; catastrophic backtracking would take minutes.
+    assert time.perf_counter() - start < 5.0
+
+
+# --- scoring -------------------------------------------------------------------------------------
+
+
+def _entry(name, idx=0, **config):
+    return reasoning_gym.create_dataset(name, seed=1, size=10, **config)[idx]
+
+
+def _score(name, entry, response, **kwargs):
+    return compute_score(f"reasoning_gym/{name}", response, entry["answer"], {"entry": entry}, **kwargs)
+
+
+@pytest.mark.parametrize("name", ["chain_sum", "leg_counting", "spell_backward", "basic_arithmetic"])
+def test_right_answer(name):
+    entry = _entry(name)
+    result = _score(name, entry, f"<think>easy</think>\n<answer>{entry['answer']}</answer>")
+    assert result == {"score": 1.0, "accuracy": 1.0, "format_ok": 1.0, "answer_found": 1.0}
+
+
+def test_wrong_answer():
+    entry = _entry("chain_sum")
+    wrong = str(int(entry["answer"]) + 1)
+    result = _score("chain_sum", entry, f"<think>x</think><answer>{wrong}</answer>")
+    assert result["score"] < 1.0 and result["accuracy"] == 0.0 and result["format_ok"] == 1.0
+
+
+def test_missing_answer_scores_zero():
+    entry = _entry("chain_sum")
+    result = _score("chain_sum", entry, f"the answer is {entry['answer']}")
+    assert result == {"score": 0.0, "accuracy": 0.0, "format_ok": 0.0, "answer_found": 0.0}
+
+
+def test_lenient_by_default_strict_on_request():
+    entry = _entry("chain_sum")
+    response = f"Sure! <answer>{entry['answer']}</answer>"
+    lenient = _score("chain_sum", entry, response)
+    assert lenient["score"] == 1.0 and lenient["format_ok"] == 0.0
+    strict = _score("chain_sum", entry, response, strict=True)
+    assert strict["score"] == 0.0 and strict["format_ok"] == 0.0 and strict["answer_found"] == 0.0
+
+
+def test_extra_kwargs_are_ignored():
+    entry = _entry("chain_sum")
+    result = _score("chain_sum", entry, f"<answer>{entry['answer']}</answer>", reward_router_address=None, foo=1)
+    assert result["score"] == 1.0
+
+
+def test_result_values_are_floats():
+    entry = _entry("leg_counting")
+    for response in ["", "<answer>3</answer>", f"<think></think><answer>{entry['answer']}</answer>"]:
+        result = _score("leg_counting", entry, response)
+        assert set(result) == {"score", "accuracy", "format_ok", "answer_found"}
+        assert all(type(v) is float for v in result.values())
+
+
+def test_entry_given_as_json_string():
+    import json
+
+    entry = _entry("chain_sum")
+    response = f"<answer>{entry['answer']}</answer>"
+    result = compute_score("reasoning_gym/chain_sum", response, "", {"entry": json.dumps(entry)})
+    assert result["score"] == 1.0
+
+
+def test_missing_entry_falls_back_to_ground_truth():
+    result = compute_score("reasoning_gym/chain_sum", "<answer>12</answer>", "12", {})
+    assert result["score"] == 1.0
+    assert compute_score("reasoning_gym/chain_sum", "<answer>12</answer>", "13", None)["score"] == 0.0
+
+
+def test_arc_entry_after_json_roundtrip_scores():
+    from rg_verl.dataset import to_json_safe
+
+    for name in ["arc_agi", "rearc"]:
+        entry = _entry(name)
+        result = _score(name, to_json_safe(entry), f"<answer>{entry['answer']}</answer>")
+        assert result["score"] == 1.0, name
+
+
+@pytest.mark.parametrize("data_source", ["openai/gsm8k", "reasoning_gym", "", "reasoning_gym/no_such_dataset"])
+def test_unknown_data_source(data_source):
+    with pytest.raises(ValueError, match="data_source"):
+        compute_score(data_source, "<answer>1</answer>", "1", {"entry": {}})
+
+
+def test_scorer_exception_scores_zero_and_warns(monkeypatch, caplog):
+    def boom(answer, entry):
+        raise RuntimeError("scorer bug")
+
+    monkeypatch.setattr(reward_mod, "_scorer", lambda name: boom)
+    with caplog.at_level(logging.WARNING, logger="rg_verl.reward"):
+        result = compute_score("reasoning_gym/chain_sum", "<answer>1</answer>", "1", {"entry": {"answer": "1"}})
+    assert result["score"] == 0.0
+    assert "scorer bug" in caplog.text
+
+
+@pytest.mark.parametrize("raw, clipped", [(1.5, 1.0), (-0.5, 0.0), (float("nan"), 0.0), (0.25, 0.25), (True, 1.0)])
+def test_score_is_clipped(monkeypatch, raw, clipped):
+    monkeypatch.setattr(reward_mod, "_scorer", lambda name: lambda answer, entry: raw)
+    result = compute_score("reasoning_gym/chain_sum", "<answer>1</answer>", "1", {"entry": {"answer": "1"}})
+    assert result["score"] == clipped and not math.isnan(result["score"])
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.one_of(st.text(), tag_soup))
+def test_property_compute_score_never_raises(text):
+    entry = {"question": "q", "answer": "12", "metadata": {}}
+    result = compute_score("reasoning_gym/chain_sum", text, "12", {"entry": entry})
+    assert 0.0 <= result["score"] <= 1.0
+
+
+def test_verl_passes_reward_kwargs():
+    """verl's custom_reward_function loader forwards reward_kwargs (here strict=True)."""
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.reward import get_custom_reward_fn
+
+    config = OmegaConf.create(
+        {
+            "reward": {
+                "custom_reward_function": {
+                    "path": "pkg://rg_verl.reward",
+                    "name": "compute_score",
+                    "reward_kwargs": {"strict": True},
+                }
+            }
+        }
+    )
+    fn = get_custom_reward_fn(config)
+    entry = _entry("chain_sum")
+    kwargs = dict(data_source="reasoning_gym/chain_sum", ground_truth=entry["answer"], extra_info={"entry": entry})
+    assert fn(solution_str=f"<answer>{entry['answer']}</answer>", **kwargs)["score"] == 0.0
+    assert fn(solution_str=f"<think>t</think><answer>{entry['answer']}</answer>", **kwargs)["score"] == 1.0
