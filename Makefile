@@ -1,0 +1,36 @@
+# rg-verl: `make demo` trains the CPU smoke config; `make test` runs the whole test suite.
+# Both create .venv and install into it first (once; again when the requirements change).
+
+PYTHON ?= python3
+VENV ?= .venv
+# Where pip finds the CPU build of torch. Empty: pip's configured indexes. On a machine where
+# plain PyPI would hand out the CUDA build, use https://download.pytorch.org/whl/cpu
+TORCH_INDEX ?=
+BIN := $(VENV)/bin
+
+.PHONY: install demo test test-fast bench clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: requirements.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --upgrade pip
+	$(BIN)/pip install torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(BIN)/pip install -r requirements.txt
+	$(BIN)/pip install --no-deps -e .
+	touch $@
+
+demo: install
+	$(BIN)/python train_grpo.py
+
+test: install
+	$(BIN)/python -m pytest
+
+test-fast: install
+	$(BIN)/python -m pytest -m "not slow"
+
+bench: install
+	$(BIN)/python bench/step_overhead.py
+
+clean:
+	rm -rf $(VENV) outputs rg_verl_smoke
