@@ -78,12 +78,16 @@ def apply_device_settings(config: DictConfig) -> None:
 
 
 def ensure_model(config: DictConfig) -> None:
-    """Build the tiny local model when the config asks for it and it is not there yet."""
-    if not OmegaConf.select(config, "tiny_model.build_if_missing", default=False):
+    """Build the tiny local model when the config asks for it and it is not there yet.
+
+    Only an absolute path is built; anything else (a hub id, a relative path) is left to verl.
+    """
+    path = config.actor_rollout_ref.model.path
+    if not OmegaConf.select(config, "tiny_model.build_if_missing", default=False) or not os.path.isabs(path):
         return
     from rg_verl.tiny import ensure_tiny_model
 
-    ensure_tiny_model(config.actor_rollout_ref.model.path)
+    ensure_tiny_model(path)
 
 
 def prepare(config: DictConfig) -> None:
