@@ -76,6 +76,7 @@ class HFRolloutServer:
         self.global_steps: int | None = None
         self.weight_version = 0
         self._pending: dict[tuple, list[_Request]] = {}
+        self._drainer: asyncio.Task | None = None
         self._lock = asyncio.Lock()
 
     def ready(self) -> bool:
@@ -97,12 +98,16 @@ class HFRolloutServer:
             done=asyncio.get_running_loop().create_future(),
         )
         self._pending.setdefault(sampling_key(sampling_params), []).append(request)
-        await asyncio.sleep(BATCH_WINDOW_S)
-        async with self._lock:
-            await self._drain()
+        if self._drainer is None or self._drainer.done():
+            self._drainer = asyncio.create_task(self._drain())
         return await request.done
 
     async def _drain(self) -> None:
+        """Serve pending requests, a batch at a time, until none are left.
+
+        Runs as its own task, so a caller that is cancelled never strands the others.
+        """
+        await asyncio.sleep(BATCH_WINDOW_S)  # let concurrent requests join the first batch
         while self._pending:
             key, queue = next(iter(self._pending.items()))
             batch, rest = queue[: self.max_num_seqs], queue[self.max_num_seqs :]
@@ -110,14 +115,18 @@ class HFRolloutServer:
                 self._pending[key] = rest
             else:
                 del self._pending[key]
-            try:
-                outputs = await asyncio.to_thread(self._generate_batch, batch, *key)
-            except Exception as error:  # hand the failure to every waiting caller
-                for request in batch:
-                    request.done.set_exception(error)
-                continue
+            async with self._lock:  # never generate while weights are being replaced
+                try:
+                    outputs = await asyncio.to_thread(self._generate_batch, batch, *key)
+                except Exception as error:  # hand the failure to every waiting caller
+                    outputs = [error] * len(batch)
             for request, output in zip(batch, outputs, strict=True):
-                request.done.set_result(output)
+                if request.done.cancelled():
+                    continue
+                if isinstance(output, Exception):
+                    request.done.set_exception(output)
+                else:
+                    request.done.set_result(output)
 
     @torch.no_grad()
     def _generate_batch(self, batch: list[_Request], temperature: float, top_p: float, top_k: int) -> list[TokenOutput]:

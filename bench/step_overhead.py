@@ -1,0 +1,207 @@
+"""Per-step overhead of rg-verl's dataset and reward against verl's stock pieces.
+
+    python bench/step_overhead.py [--steps 6] [--repeats 1]
+
+Runs the CPU smoke config (``train_grpo.py``) twice per repeat, alternating the arms:
+
+* ``ours``:  ``ReasoningGymDataset`` (items generated on the fly) and ``rg_verl.reward.compute_score``;
+* ``stock``: verl's ``RLHFDataset`` reading parquet files that hold the same prompts (the first
+  ``train_size``/``val_size`` items of our dataset), scored by :func:`constant_reward` below.
+
+Everything else (model, batch, n, response length, data seed, trainer mode) is the same. Each run
+logs ``timing_s/step`` per step through verl's file logger; the first step (warm-up) is dropped and
+the mean and median of the rest are compared. Two in-process micro-benchmarks explain the result:
+``__getitem__`` of both datasets, and one call of our ``compute_score`` against the trivial reward.
+
+This file is also the stock arm's ``reward.custom_reward_function.path``, so it imports nothing
+heavy at module level.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+ARMS = ("ours", "stock")
+
+
+def constant_reward(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+    """The stock arm's reward: does no work at all."""
+    return 0.0
+
+
+def compose_config():
+    """The smoke config, composed the way ``train_grpo.py`` composes it."""
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(REPO / "configs" / "smoke"), version_base=None):
+        return compose(config_name="cpu")
+
+
+def write_parquet(dataset, path: Path) -> None:
+    """Writes every item of ``dataset`` as a row in the format verl's RLHFDataset reads."""
+    import pandas as pd
+
+    rows = []
+    for i in range(len(dataset)):
+        item = dataset[i]
+        # the reasoning-gym entry varies in shape across tasks: store it as JSON text
+        extra = {**item["extra_info"], "entry": json.dumps(item["extra_info"]["entry"])}
+        rows.append(
+            {
+                "prompt": item["raw_prompt"],
+                "data_source": item["data_source"],
+                "reward_model": item["reward_model"],
+                "extra_info": extra,
+            }
+        )
+    pd.DataFrame(rows).to_parquet(path)
+
+
+def prepare_data(config, workdir: Path):
+    """Writes train/val parquet files; returns (our train dataset, stock train dataset, paths)."""
+    from transformers import AutoTokenizer
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    from rg_verl.dataset import ReasoningGymDataset
+    from rg_verl.tiny import ensure_tiny_model
+
+    paths = {}
+    for split in ("train", "val"):
+        paths[split] = workdir / f"{split}.parquet"
+        write_parquet(ReasoningGymDataset(f"reasoning_gym://{split}", config=config.data), paths[split])
+    ensure_tiny_model(config.actor_rollout_ref.model.path)
+    tokenizer = AutoTokenizer.from_pretrained(config.actor_rollout_ref.model.path)
+    ours = ReasoningGymDataset("reasoning_gym://train", tokenizer=tokenizer, config=config.data)
+    stock = RLHFDataset(str(paths["train"]), tokenizer=tokenizer, config=config.data)
+    assert len(ours) == len(stock), (len(ours), len(stock))
+    return ours, stock, paths
+
+
+def per_call_us(fn, args_list, min_calls: int) -> float:
+    """Mean microseconds per ``fn(*args)``, cycling through ``args_list`` ``min_calls`` times or more."""
+    fn(*args_list[0])  # warm caches (e.g. the scorer built once per task)
+    rounds = max(1, -(-min_calls // len(args_list)))
+    start = time.perf_counter()
+    for _ in range(rounds):
+        for args in args_list:
+            fn(*args)
+    return (time.perf_counter() - start) / (rounds * len(args_list)) * 1e6
+
+
+def micro_benchmarks(ours, stock, calls: int) -> list[tuple[str, float, float]]:
+    """(what, ours us/call, stock us/call) for dataset items and reward calls."""
+    from rg_verl.reward import compute_score
+
+    indices = [(i,) for i in range(len(ours))]
+    rows = [("dataset __getitem__", per_call_us(ours.__getitem__, indices, calls),
+             per_call_us(stock.__getitem__, indices, calls))]  # fmt: skip
+    reward_args = []
+    for i in range(len(ours)):
+        item = ours[i]
+        truth = item["reward_model"]["ground_truth"]
+        answer = truth if i % 2 else "wrong"  # half right, half wrong
+        response = f"<think>some reasoning</think> <answer>{answer}</answer>"
+        reward_args.append((item["data_source"], response, truth, item["extra_info"]))
+    rows.append(("reward call", per_call_us(compute_score, reward_args, calls),
+                 per_call_us(constant_reward, reward_args, calls)))  # fmt: skip
+    return rows
+
+
+def arm_overrides(arm: str, paths: dict) -> list[str]:
+    if arm == "ours":
+        return []
+    return [
+        "data.custom_cls.path=null",
+        "data.custom_cls.name=null",
+        f"data.train_files={paths['train']}",
+        f"data.val_files={paths['val']}",
+        f"reward.custom_reward_function.path={Path(__file__).resolve()}",
+        "reward.custom_reward_function.name=constant_reward",
+    ]
+
+
+def train_step_times(arm: str, run: int, steps: int, paths: dict, workdir: Path) -> list[float]:
+    """Runs one training of ``steps`` steps; returns ``timing_s/step`` for each step, in order."""
+    rundir = workdir / f"{arm}_{run}"
+    rundir.mkdir()
+    metrics = rundir / "metrics.jsonl"
+    cmd = [
+        sys.executable, str(REPO / "train_grpo.py"),
+        f"trainer.total_training_steps={steps}", "trainer.save_freq=-1", "trainer.test_freq=-1",
+        "trainer.val_before_train=false", "trainer.logger=[console,file]", "data.seed=1",
+        f"trainer.default_local_dir={rundir / 'ckpt'}", f"trainer.experiment_name=bench_{arm}_{run}",
+        *arm_overrides(arm, paths),
+    ]  # fmt: skip
+    env = {**os.environ, "VERL_FILE_LOGGER_PATH": str(metrics)}
+    proc = subprocess.run(cmd, cwd=rundir, env=env, capture_output=True, text=True)
+    (rundir / "log.txt").write_text(proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{arm} run {run} failed (rc {proc.returncode}):\n{(proc.stdout + proc.stderr)[-4000:]}")
+    by_step = {}
+    for line in metrics.read_text().splitlines():
+        if line.strip():
+            row = json.loads(line)
+            by_step.setdefault(row["step"], {}).update(row["data"])
+    return [by_step[s]["timing_s/step"] for s in sorted(by_step) if "timing_s/step" in by_step[s]]
+
+
+def report(runs: dict, micro: list, steps: int, wall: dict) -> None:
+    print(f"\n== step time, timing_s/step, first step dropped ({steps} steps per run) ==")
+    print(f"{'run':<12}{'steps':>6}{'mean s':>9}{'median s':>10}{'min s':>8}{'wall s':>8}")
+    for name, times in runs.items():
+        kept = times[1:]
+        print(f"{name:<12}{len(kept):>6}{statistics.mean(kept):>9.3f}{statistics.median(kept):>10.3f}"
+              f"{min(kept):>8.3f}{wall[name]:>8.1f}")  # fmt: skip
+    pooled = {arm: [t for name, ts in runs.items() if name.startswith(arm) for t in ts[1:]] for arm in ARMS}
+    for arm, kept in pooled.items():
+        print(f"{arm + ' (all)':<12}{len(kept):>6}{statistics.mean(kept):>9.3f}{statistics.median(kept):>10.3f}"
+              f"{min(kept):>8.3f}")  # fmt: skip
+    print("\n== in-process micro-benchmarks (microseconds per call) ==")
+    print(f"{'what':<22}{'ours':>10}{'stock':>10}{'ratio':>9}")
+    for what, ours_us, stock_us in micro:
+        print(f"{what:<22}{ours_us:>10.2f}{stock_us:>10.2f}{ours_us / stock_us:>9.2f}")
+    mean_ratio = statistics.mean(pooled["ours"]) / statistics.mean(pooled["stock"])
+    median_ratio = statistics.median(pooled["ours"]) / statistics.median(pooled["stock"])
+    print(f"\nstep_overhead ratio (ours/stock, mean step time): {mean_ratio:.2f}")
+    print(f"step_overhead ratio (ours/stock, median step time): {median_ratio:.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=6, help="training steps per run (the first is dropped)")
+    parser.add_argument("--repeats", type=int, default=1, help="(ours, stock) pairs of runs")
+    parser.add_argument("--calls", type=int, default=2000, help="calls per micro-benchmark")
+    parser.add_argument("--workdir", type=Path, default=None, help="keep data, logs and metrics here")
+    args = parser.parse_args()
+    if args.steps < 2:
+        parser.error("--steps must be at least 2 (the first step is dropped)")
+
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="rg_verl_bench_"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    config = compose_config()
+    ours, stock, paths = prepare_data(config, workdir)
+    micro = micro_benchmarks(ours, stock, args.calls)
+
+    runs, wall = {}, {}
+    for run in range(args.repeats):
+        for arm in ARMS:
+            name = f"{arm}_{run}"
+            print(f"running {name} ({args.steps} steps) ...", flush=True)
+            start = time.perf_counter()
+            runs[name] = train_step_times(arm, run, args.steps, paths, workdir)
+            wall[name] = time.perf_counter() - start
+            if len(runs[name]) != args.steps:
+                raise RuntimeError(f"{name}: expected {args.steps} step timings, got {len(runs[name])}")
+    report(runs, micro, args.steps, wall)
+    print(f"(data, logs and metrics in {workdir})")
+
+
+if __name__ == "__main__":
+    main()
