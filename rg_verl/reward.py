@@ -15,11 +15,15 @@ from typing import Any, Callable
 
 from reasoning_gym.factory import get_score_answer_fn
 
+from rg_verl.reward_terms import TERMS, Response, check_terms, revised_answers, self_correction_term
+
 __all__ = ["compute_score", "extract_answer"]
 
 logger = logging.getLogger(__name__)
 
 DATA_SOURCE_PREFIX = "reasoning_gym/"
+# earlier answers of a response that are scored for self-correction, at most
+MAX_EARLIER_ANSWERS = 3
 _THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
 _ANSWER_OPEN, _ANSWER_CLOSE = "<answer>", "</answer>"
 _TAGS = (_THINK_OPEN, _THINK_CLOSE, _ANSWER_OPEN, _ANSWER_CLOSE)
@@ -115,15 +119,53 @@ def _entry(name: str, extra_info: Any, ground_truth: Any) -> dict:
     return entry
 
 
+MODES = ("strict", "lenient")
+
+# Longest response, in characters per allowed token, that is tokenised for the length terms;
+# anything longer already fills its budget.
+MAX_CHARS_PER_TOKEN = 32
+
+
+@functools.lru_cache(maxsize=4)
+def _tokenizer(path: str):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(path)
+
+
+def count_tokens(text: str, tokenizer_path: str, max_tokens: int) -> int:
+    """Tokens in ``text`` (capped cheaply for absurdly long text)."""
+    if len(text) > max_tokens * MAX_CHARS_PER_TOKEN:
+        return max_tokens
+    return len(_tokenizer(tokenizer_path)(text, add_special_tokens=False)["input_ids"])
+
+
+def _correctness(name: str, answer: str | None, entry: dict) -> tuple[float, bool]:
+    """(score in [0, 1], whether scoring failed) of ``answer`` for a reasoning-gym entry."""
+    if answer is None:
+        return 0.0, False
+    try:
+        score = float(_scorer(name)(answer, entry))
+    except Exception as e:  # a scorer bug must never crash training
+        logger.warning("reasoning-gym scorer for %r raised %r; scoring 0.0", name, e)
+        return 0.0, True
+    return (min(max(score, 0.0), 1.0) if math.isfinite(score) else 0.0), False
+
+
 def compute_score(
     data_source: str,
     solution_str: str,
     ground_truth: Any,
     extra_info: dict | None = None,
-    strict: bool = False,
+    mode: str = "lenient",
+    terms: dict[str, float] | None = None,
+    tokenizer_path: str | None = None,
+    max_response_length: int | None = None,
     **kwargs: Any,
 ) -> dict[str, float]:
-    """Scores a response with reasoning-gym's own scorer for the item's dataset.
+    """Scores a response: correctness of its final answer, plus weighted extra terms.
+
+    verl passes ``reward.custom_reward_function.reward_kwargs`` as keyword arguments.
 
     Args:
         data_source: ``"reasoning_gym/<dataset name>"``.
@@ -131,39 +173,83 @@ def compute_score(
         ground_truth: The reference answer (used only if ``extra_info`` lacks ``entry``).
         extra_info: The item's ``extra_info``; ``extra_info["entry"]`` is the
             reasoning-gym entry the scorer needs.
-        strict: Extract the answer in strict mode (see :func:`extract_answer`).
+        mode: Which extraction the reward uses: ``"strict"`` or ``"lenient"``
+            (see :func:`extract_answer`). Both are always reported.
+        terms: ``{term name: weight}`` of extra terms (see ``rg_verl.reward_terms``).
+        tokenizer_path: Tokenizer for response lengths in tokens (``length`` and ``cosine``).
+        max_response_length: The response budget in tokens the length terms are relative to.
         **kwargs: Other keyword arguments from verl; ignored.
 
     Returns:
-        ``score`` in [0, 1]; ``accuracy`` (1.0 iff score is 1.0); ``format_ok``
-        (1.0 iff strict extraction succeeds); ``answer_found`` (1.0 iff the
-        extraction used for ``score`` found an answer).
+        ``score`` (the reward: correctness under ``mode`` plus each weight × term);
+        ``correct_strict`` and ``correct_lenient`` (correctness under each extraction);
+        ``accuracy`` (1.0 iff correctness under ``mode`` is 1.0); ``format_ok``;
+        ``answer_found`` (under ``mode``); ``revised`` (the response changed its answer,
+        see ``rg_verl.reward_terms.revised_answers``); ``self_corrected`` (it revised a wrong
+        answer and ended correct); ``scoring_failed`` (the scorer raised); ``response_tokens``
+        when a tokenizer is given; and ``term/<name>`` for each weighted term.
 
     Raises:
-        ValueError: If ``data_source`` is not a reasoning-gym dataset.
+        ValueError: If ``data_source`` is not a reasoning-gym dataset, or a keyword
+            argument is invalid (an unknown mode or term, a missing tokenizer).
     """
+    if mode not in MODES:
+        raise ValueError(f"reward_kwargs.mode must be one of {MODES}, got {mode!r}")
+    weights = check_terms(dict(terms or {}))
+    weights = {name: weight for name, weight in weights.items() if weight != 0.0}
+    if {"length", "cosine"} & set(weights) and not (tokenizer_path and max_response_length):
+        raise ValueError("the length and cosine reward terms need reward_kwargs.tokenizer_path and max_response_length")
     data_source = str(data_source)
     if not data_source.startswith(DATA_SOURCE_PREFIX):
         raise ValueError(f"Unsupported data_source {data_source!r}: expected '{DATA_SOURCE_PREFIX}<dataset name>'")
     name = data_source[len(DATA_SOURCE_PREFIX) :]
     try:
-        scorer = _scorer(name)
+        _scorer(name)
     except ValueError:
         raise ValueError(f"Unsupported data_source {data_source!r}: unknown reasoning-gym dataset {name!r}") from None
+    text = solution_str if isinstance(solution_str, str) else ""
+    entry = _entry(name, extra_info, ground_truth)
 
-    strict_answer = extract_answer(solution_str, strict=True)
-    answer = strict_answer if strict else extract_answer(solution_str, strict=False)
-    score = 0.0
-    if answer is not None:
-        try:
-            score = float(scorer(answer, _entry(name, extra_info, ground_truth)))
-        except Exception as e:  # a scorer bug must never crash training
-            logger.warning("reasoning-gym scorer for %r raised %r; scoring 0.0", name, e)
-            score = 0.0
-        score = min(max(score, 0.0), 1.0) if math.isfinite(score) else 0.0
-    return {
-        "score": score,
-        "accuracy": float(score >= 1.0),
+    strict_answer = extract_answer(text, strict=True)
+    lenient_answer = extract_answer(text, strict=False)
+    correct_strict, failed_strict = _correctness(name, strict_answer, entry)
+    if lenient_answer == strict_answer:
+        correct_lenient, failed_lenient = correct_strict, failed_strict
+    else:
+        correct_lenient, failed_lenient = _correctness(name, lenient_answer, entry)
+    answer, correctness = (strict_answer, correct_strict) if mode == "strict" else (lenient_answer, correct_lenient)
+
+    answers = revised_answers(text)
+    earlier = [a for a in answers[:-1] if a != (answers[-1] if answers else None)][-MAX_EARLIER_ANSWERS:]
+    earlier_correct = tuple(_correctness(name, a, entry)[0] >= 1.0 for a in earlier)
+
+    num_tokens = max_tokens = 0
+    if tokenizer_path and max_response_length:
+        max_tokens = int(max_response_length)
+        num_tokens = count_tokens(text, tokenizer_path, max_tokens)
+    response = Response(
+        text=text,
+        correctness=correctness,
+        format_ok=strict_answer is not None,
+        num_tokens=num_tokens,
+        max_tokens=max_tokens,
+        earlier_answers_correct=earlier_correct,
+    )
+    result = {
+        "score": correctness,
+        "correct_strict": correct_strict,
+        "correct_lenient": correct_lenient,
+        "accuracy": float(correctness >= 1.0),
         "format_ok": float(strict_answer is not None),
         "answer_found": float(answer is not None),
+        "revised": float(bool(earlier)),
+        "self_corrected": self_correction_term(response),
+        "scoring_failed": float(failed_strict or failed_lenient),
     }
+    if max_tokens:
+        result["response_tokens"] = float(num_tokens)
+    for term, weight in weights.items():
+        value = TERMS[term](response)
+        result[f"term/{term}"] = value
+        result["score"] += weight * value
+    return result

@@ -163,7 +163,8 @@ def _score(name, entry, response, **kwargs):
 def test_right_answer(name):
     entry = _entry(name)
     result = _score(name, entry, f"<think>easy</think>\n<answer>{entry['answer']}</answer>")
-    assert result == {"score": 1.0, "accuracy": 1.0, "format_ok": 1.0, "answer_found": 1.0}
+    assert result["score"] == result["correct_strict"] == result["correct_lenient"] == 1.0
+    assert result["accuracy"] == result["format_ok"] == result["answer_found"] == 1.0
 
 
 def test_wrong_answer():
@@ -176,7 +177,7 @@ def test_wrong_answer():
 def test_missing_answer_scores_zero():
     entry = _entry("chain_sum")
     result = _score("chain_sum", entry, f"the answer is {entry['answer']}")
-    assert result == {"score": 0.0, "accuracy": 0.0, "format_ok": 0.0, "answer_found": 0.0}
+    assert result["score"] == result["accuracy"] == result["format_ok"] == result["answer_found"] == 0.0
 
 
 def test_lenient_by_default_strict_on_request():
@@ -184,7 +185,7 @@ def test_lenient_by_default_strict_on_request():
     response = f"Sure! <answer>{entry['answer']}</answer>"
     lenient = _score("chain_sum", entry, response)
     assert lenient["score"] == 1.0 and lenient["format_ok"] == 0.0
-    strict = _score("chain_sum", entry, response, strict=True)
+    strict = _score("chain_sum", entry, response, mode="strict")
     assert strict["score"] == 0.0 and strict["format_ok"] == 0.0 and strict["answer_found"] == 0.0
 
 
@@ -198,7 +199,7 @@ def test_result_values_are_floats():
     entry = _entry("leg_counting")
     for response in ["", "<answer>3</answer>", f"<think></think><answer>{entry['answer']}</answer>"]:
         result = _score("leg_counting", entry, response)
-        assert set(result) == {"score", "accuracy", "format_ok", "answer_found"}
+        assert {"score", "accuracy", "format_ok", "answer_found", "correct_strict", "correct_lenient"} <= set(result)
         assert all(type(v) is float for v in result.values())
 
 
@@ -239,7 +240,7 @@ def test_scorer_exception_scores_zero_and_warns(monkeypatch, caplog):
     monkeypatch.setattr(reward_mod, "_scorer", lambda name: boom)
     with caplog.at_level(logging.WARNING, logger="rg_verl.reward"):
         result = compute_score("reasoning_gym/chain_sum", "<answer>1</answer>", "1", {"entry": {"answer": "1"}})
-    assert result["score"] == 0.0
+    assert result["score"] == 0.0 and result["scoring_failed"] == 1.0
     assert "scorer bug" in caplog.text
 
 
@@ -259,7 +260,7 @@ def test_property_compute_score_never_raises(text):
 
 
 def test_verl_passes_reward_kwargs():
-    """verl's custom_reward_function loader forwards reward_kwargs (here strict=True)."""
+    """verl's custom_reward_function loader forwards reward_kwargs (here mode=strict)."""
     from omegaconf import OmegaConf
     from verl.trainer.ppo.reward import get_custom_reward_fn
 
@@ -269,7 +270,7 @@ def test_verl_passes_reward_kwargs():
                 "custom_reward_function": {
                     "path": "pkg://rg_verl.reward",
                     "name": "compute_score",
-                    "reward_kwargs": {"strict": True},
+                    "reward_kwargs": {"mode": "strict"},
                 }
             }
         }
