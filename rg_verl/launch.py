@@ -49,9 +49,13 @@ def plugin_modules(config: DictConfig) -> list[str]:
     return modules
 
 
-def plugin_env(config: DictConfig) -> dict[str, str]:
-    """Environment variables that make verl load our plugins in every process."""
-    env = {}
+def process_env(config: DictConfig) -> dict[str, str]:
+    """Environment variables every process of the run gets: our plugins, and a fixed hash seed.
+
+    A few reasoning-gym generators iterate over sets, whose order follows ``PYTHONHASHSEED``;
+    fixing it (unless the user already did) keeps items a pure function of (seed, index).
+    """
+    env = {"PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0")}
     modules = plugin_modules(config)
     if modules:
         inherited = [m for m in os.environ.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
@@ -94,7 +98,7 @@ def prepare(config: DictConfig) -> None:
     """Apply device settings, export the plugin environment and load the plugins here too."""
     apply_device_settings(config)
     ensure_model(config)
-    env = plugin_env(config)
+    env = process_env(config)
     os.environ.update(env)
     with open_dict(config):
         env_vars = config.ray_kwargs.ray_init.runtime_env.setdefault("env_vars", {})

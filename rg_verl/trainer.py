@@ -4,6 +4,8 @@ Registered as ``trainer.v1.trainer_mode=rg_verl`` (the default in ``rg_verl_base
 no training logic of its own: after each step it reads the step's rewards back from verl's
 TransferQueue, grouped by ``data_source``, and logs their means next to verl's metrics as
 ``train/<data_source>/<key>``, where key is ``score`` and every extra value our reward returns.
+Training and validation metrics of reasoning-gym datasets also get per-category means
+(``.../reasoning_gym/category/<category>/...``, see :mod:`rg_verl.categories`).
 """
 
 import logging
@@ -13,6 +15,8 @@ import numpy as np
 import transfer_queue as tq
 from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+
+from rg_verl.categories import category_means
 
 logger = logging.getLogger(__name__)
 
@@ -39,12 +43,19 @@ def grouped_means(data_sources: list[str], values: dict[str, list[float]]) -> di
 
 @register_trainer("rg_verl")
 class ReasoningGymTrainer(PPOTrainerSync):
-    """verl's sync trainer, with the step's rewards logged per dataset."""
+    """verl's sync trainer, with the step's rewards logged per dataset and per category."""
 
     def step(self, metrics: dict, timing_raw: dict):
         batch = super().step(metrics, timing_raw)
-        metrics.update(self.reward_metrics(batch))
+        reward_metrics = self.reward_metrics(batch)
+        metrics.update(reward_metrics)
+        metrics.update(category_means(reward_metrics))
         return batch
+
+    def _validate(self) -> dict[str, float]:
+        # verl's method: runs validation and returns the metrics dict that the trainer then logs
+        metrics = super()._validate()
+        return {**metrics, **category_means(metrics)}
 
     def reward_metrics(self, batch) -> dict[str, float]:
         """Per-dataset means of the reward values of the samples in ``batch``."""

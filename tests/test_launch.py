@@ -7,7 +7,7 @@ from pathlib import Path
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from rg_verl.launch import CPU_SETTINGS, apply_device_settings, plugin_env, plugin_modules
+from rg_verl.launch import CPU_SETTINGS, apply_device_settings, process_env, plugin_modules
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -37,8 +37,9 @@ def test_smoke_config_passes_verl_validation_without_ray():
 def test_cpu_config_loads_cpu_platform_and_hf_rollout():
     config = compose_config("configs/smoke", "cpu")
     assert plugin_modules(config) == ["rg_verl.cpu", "rg_verl.hf_rollout", "rg_verl.trainer"]
-    env = plugin_env(config)
+    env = process_env(config)
     assert env["VERL_PLATFORM"] == "cpu"
+    assert env["PYTHONHASHSEED"].isdigit()  # reasoning-gym items must not depend on the hash seed
     assert env["VERL_USE_EXTERNAL_MODULES"].split(",")[-3:] == ["rg_verl.cpu", "rg_verl.hf_rollout", "rg_verl.trainer"]
 
 
@@ -50,7 +51,7 @@ def test_cuda_config_loads_no_cpu_plugin():
     apply_device_settings(config)
     assert OmegaConf.to_container(config) == before, "a cuda config must not be changed"
     assert plugin_modules(config) == ["rg_verl.trainer"]
-    env = plugin_env(config)
+    env = process_env(config)
     assert "VERL_PLATFORM" not in env and "VERL_ENGINE_DEVICE" not in env
     assert "rg_verl.cpu" not in env.get("VERL_USE_EXTERNAL_MODULES", "")
 
@@ -58,7 +59,7 @@ def test_cuda_config_loads_no_cpu_plugin():
 def test_hf_rollout_loads_on_cuda_without_cpu_platform():
     config = compose_config("configs/smoke", "cpu", ["trainer.device=cuda", "actor_rollout_ref.rollout.name=hf"])
     assert plugin_modules(config) == ["rg_verl.hf_rollout", "rg_verl.trainer"]
-    assert "VERL_PLATFORM" not in plugin_env(config)
+    assert "VERL_PLATFORM" not in process_env(config)
 
 
 def test_cpu_settings_override_gpu_only_choices():
