@@ -13,15 +13,21 @@ An experiment on one node with 4 GPUs and vLLM:
 Any verl key can be overridden as ``key=value``, exactly as with ``verl.trainer.main_ppo``.
 """
 
+import sys
+
 import hydra
 from omegaconf import DictConfig
 
+from rg_verl.config import ConfigError
 from rg_verl.launch import run
 
 
 @hydra.main(config_path="configs/smoke", config_name="cpu", version_base=None)
 def main(config: DictConfig) -> None:
-    run(config)
+    try:
+        run(config)
+    except ConfigError as error:
+        sys.exit(f"Invalid config: {error}")
 
 
 if __name__ == "__main__":

@@ -41,30 +41,26 @@ seed stays below ``2**32`` (some generators seed numpy with it).
 from __future__ import annotations
 
 import bisect
-import difflib
+import itertools
 import json
-import math
 import operator
 import random
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import ListConfig
+from reasoning_gym.factory import create_dataset
+from reasoning_gym.utils import SYSTEM_PROMPTS
 from torch.utils.data import Dataset
 
-from reasoning_gym.factory import DATASETS, create_dataset
-from reasoning_gym.utils import SYSTEM_PROMPTS
+from rg_verl.config import DATASET_OFFSET_RANGE, SPLIT_STRIDE, ReasoningGymConfig
 
 __all__ = ["ReasoningGymDataset", "parse_data_files", "split_seed", "dataset_seed", "to_json_safe"]
 
 URI_PREFIX = "reasoning_gym://"
 SPLITS = ("train", "val", "eval")
-SPLIT_STRIDE = 10**9
-DATASET_OFFSET_RANGE = 10**8
-MAX_SPLIT_SIZE = SPLIT_STRIDE - DATASET_OFFSET_RANGE
-DEFAULT_SIZES = {"train": 10000, "val": 64, "eval": 64}
 
 
 def parse_data_files(data_files: Any) -> str:
@@ -136,38 +132,6 @@ def to_json_safe(obj: Any) -> Any:
     return json.loads(json.dumps(_stringify_keys(obj), default=_json_default))
 
 
-def _to_container(value: Any) -> Any:
-    if isinstance(value, (DictConfig, ListConfig)):
-        return OmegaConf.to_container(value, resolve=True)
-    return value
-
-
-def _weight(name: str, spec: Mapping) -> float:
-    weight = spec.get("weight", 1.0)
-    try:
-        weight = float(weight)
-    except (TypeError, ValueError):
-        raise ValueError(f"reasoning_gym dataset {name!r}: weight must be a number, got {weight!r}") from None
-    if not math.isfinite(weight) or weight < 0:
-        raise ValueError(f"reasoning_gym dataset {name!r}: weight must be finite and >= 0, got {weight}")
-    return weight
-
-
-def _int_setting(section: Mapping, key: str, default: int) -> int:
-    value = section.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"reasoning_gym.{key} must be an integer, got {value!r}")
-    return value
-
-
-def _unknown_name_error(name: str) -> ValueError:
-    close = difflib.get_close_matches(name, list(DATASETS), n=3)
-    hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-    return ValueError(
-        f"Unknown reasoning-gym dataset {name!r}.{hint} Known datasets: {', '.join(sorted(DATASETS))}."
-    )
-
-
 class ReasoningGymDataset(Dataset):
     """A weighted mix of reasoning-gym datasets, generated item by item.
 
@@ -187,71 +151,24 @@ class ReasoningGymDataset(Dataset):
         self.split = parse_data_files(data_files)
         self.tokenizer = tokenizer
         self.processor = processor
-
-        rg_cfg = _to_container(config.get("reasoning_gym") if config is not None else None)
-        if not isinstance(rg_cfg, Mapping):
-            raise ValueError("ReasoningGymDataset needs a 'data.reasoning_gym' config section with 'datasets'.")
-
-        self.base_seed = _int_setting(rg_cfg, "seed", 42)
-        if not 0 <= self.base_seed < SPLIT_STRIDE:
-            raise ValueError(f"reasoning_gym.seed must be in [0, {SPLIT_STRIDE}), got {self.base_seed}")
+        section = config.get("reasoning_gym") if config is not None else None
+        settings = ReasoningGymConfig.from_section(section, where="data.reasoning_gym")
+        self.base_seed = settings.seed
         self.split_seed = split_seed(self.base_seed, self.split)
-
-        size = _int_setting(rg_cfg, f"{self.split}_size", DEFAULT_SIZES[self.split])
-        if not 0 < size <= MAX_SPLIT_SIZE:
-            raise ValueError(f"reasoning_gym.{self.split}_size must be in [1, {MAX_SPLIT_SIZE}], got {size}")
-        self.size = size
+        self.size = settings.size(self.split)
         self.max_samples = max_samples
-        self.system_prompt = self._resolve_system_prompt(rg_cfg.get("system_prompt", "default"))
+        self.system_prompt = SYSTEM_PROMPTS.get(settings.system_prompt, settings.system_prompt) or None
 
-        specs = rg_cfg.get("datasets")
-        if not isinstance(specs, Mapping) or not specs:
-            raise ValueError("reasoning_gym.datasets must be a non-empty mapping of dataset name -> spec.")
-        self.datasets: dict[str, Any] = {}
-        self.weights: dict[str, float] = {}
-        for name in sorted(specs):  # sorted: the mix does not depend on the config's key order
-            spec = specs[name] or {}
-            if not isinstance(spec, Mapping):
-                raise ValueError(f"reasoning_gym dataset {name!r}: spec must be a mapping, got {spec!r}")
-            extra = set(spec) - {"weight", "config"}
-            if extra:
-                raise ValueError(f"reasoning_gym dataset {name!r}: unknown keys {sorted(extra)}; use weight, config")
-            if name not in DATASETS:
-                raise _unknown_name_error(name)
-            self.weights[name] = _weight(name, spec)
-            self.datasets[name] = self._build(name, spec.get("config") or {})
-
-        if sum(self.weights.values()) <= 0:
-            raise ValueError("reasoning_gym.datasets: at least one weight must be positive.")
+        mix = settings.mix(self.split)
+        self.weights = {name: spec.weight for name, spec in mix.items()}
+        self.datasets = {name: self._build(name, spec.config) for name, spec in mix.items()}
         # Only positive weights can be picked; the cumulative table drives the weighted choice.
         self._names = [n for n, w in self.weights.items() if w > 0]
-        self._cum_weights = []
-        total = 0.0
-        for n in self._names:
-            total += self.weights[n]
-            self._cum_weights.append(total)
+        self._cum_weights = list(itertools.accumulate(self.weights[n] for n in self._names))
 
-    @staticmethod
-    def _resolve_system_prompt(value: Any) -> str | None:
-        if value is None or value == "":
-            return None
-        if not isinstance(value, str):
-            raise ValueError(f"reasoning_gym.system_prompt must be a string, got {value!r}")
-        return SYSTEM_PROMPTS.get(value, value)
-
-    def _build(self, name: str, cfg: Any):
-        cfg = dict(_to_container(cfg))
-        for key in ("seed", "size"):
-            if key in cfg:
-                raise ValueError(
-                    f"reasoning_gym dataset {name!r}: '{key}' is set by rg-verl; use reasoning_gym.seed / *_size."
-                )
-        cfg["seed"] = dataset_seed(self.base_seed, self.split, name)
-        cfg["size"] = self.size
-        try:
-            return create_dataset(name, **cfg)
-        except (TypeError, AssertionError, ValueError) as e:
-            raise ValueError(f"Invalid config for reasoning-gym dataset {name!r}: {e!r}") from e
+    def _build(self, name: str, config: dict):
+        """The reasoning-gym dataset ``name`` for this split (validated by ``rg_verl.config``)."""
+        return create_dataset(name, **config, seed=dataset_seed(self.base_seed, self.split, name), size=self.size)
 
     def __len__(self) -> int:
         if self.max_samples is not None and self.max_samples > 0:

@@ -15,6 +15,8 @@ import os
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from rg_verl.config import validate
+
 logger = logging.getLogger(__name__)
 
 # What a CPU run must set, whatever the experiment config says, and why.
@@ -116,8 +118,30 @@ def prepare(config: DictConfig) -> None:
             set_platform(PlatformCPU())
 
 
+def dry_run(config: DictConfig, samples: int = 3) -> None:
+    """Print the resolved config and a few items of each split, without Ray or a model."""
+    from rg_verl.dataset import ReasoningGymDataset
+
+    print(OmegaConf.to_yaml(config, resolve=True))
+    for split in ("train", "val"):
+        dataset = ReasoningGymDataset(f"reasoning_gym://{split}", None, config.data)
+        for index in range(min(samples, len(dataset))):
+            item = dataset[index]
+            print(f"--- {split}[{index}] {item['data_source']}")
+            for message in item["raw_prompt"]:
+                print(f"[{message['role']}] {message['content']}")
+            print(f"[answer] {item['reward_model']['ground_truth']}")
+
+
 def run(config: DictConfig) -> None:
-    """Validate ``config`` the way verl's ``main_ppo`` does, then train."""
+    """Check our sections, then verl's (as its ``main_ppo`` does), then train.
+
+    ``+dry_run=true`` stops after the checks and prints the config and sample items instead.
+    """
+    validate(config)
+    if config.get("dry_run", False):
+        dry_run(config)
+        return
     prepare(config)
     from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
     from verl.trainer.ppo.utils import need_critic, need_reference_policy

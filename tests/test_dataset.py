@@ -11,9 +11,8 @@ from hypothesis import strategies as st
 from omegaconf import ListConfig, OmegaConf
 from reasoning_gym.factory import DATASETS
 
+from rg_verl.config import MAX_SPLIT_SIZE, SPLIT_STRIDE
 from rg_verl.dataset import (
-    MAX_SPLIT_SIZE,
-    SPLIT_STRIDE,
     SPLITS,
     ReasoningGymDataset,
     dataset_seed,

@@ -7,7 +7,7 @@ from pathlib import Path
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from rg_verl.launch import CPU_SETTINGS, apply_device_settings, process_env, plugin_modules
+from rg_verl.launch import CPU_SETTINGS, apply_device_settings, plugin_modules, process_env
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -89,3 +89,26 @@ def test_train_grpo_without_arguments_composes_the_smoke_config(tmp_path):
     assert config.trainer.device == "cpu"
     assert config.trainer.total_training_steps == 1
     assert "chain_sum" in config.reasoning_gym.datasets
+
+
+def run_entry_point(tmp_path, *args):
+    return subprocess.run(
+        [sys.executable, str(REPO / "train_grpo.py"), *args], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_dry_run_prints_config_and_samples_without_ray(tmp_path):
+    proc = run_entry_point(tmp_path, "+dry_run=true", f"actor_rollout_ref.model.path={tmp_path}")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "reasoning_gym:" in proc.stdout
+    assert "--- train[0] reasoning_gym/" in proc.stdout and "--- val[0] reasoning_gym/" in proc.stdout
+    assert "[answer]" in proc.stdout
+    assert "ray init" not in proc.stdout + proc.stderr
+
+
+def test_bad_config_stops_before_ray_with_a_clear_message(tmp_path):
+    proc = run_entry_point(tmp_path, "reasoning_gym.datasets.chain_sum.weight=-2")
+    assert proc.returncode != 0
+    assert "Invalid config: reasoning_gym.datasets.chain_sum.weight: -2 is below 0" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "ray init" not in proc.stdout + proc.stderr

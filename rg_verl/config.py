@@ -1,0 +1,228 @@
+"""rg-verl's own config sections, as dataclasses, validated right after Hydra composes the config.
+
+verl validates its sections itself; this module checks ours before Ray or any model starts:
+
+- ``reasoning_gym`` (:class:`ReasoningGymConfig`): datasets, weights, seeds, split sizes, prompt;
+- ``reward.custom_reward_function.reward_kwargs`` (:class:`RewardConfig`): mode and extra terms;
+- the model path: a local directory or a hub id.
+
+Every error is a :class:`ConfigError` that names the field, the bad value and the fix.
+"""
+
+import difflib
+import math
+import os
+import re
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+from reasoning_gym.factory import DATASETS
+
+from rg_verl.reward_terms import TERMS
+
+# generator seeds of split k lie in [seed + k * SPLIT_STRIDE, seed + (k + 1) * SPLIT_STRIDE)
+SPLIT_STRIDE = 10**9
+# each dataset of a split starts at its own offset below this, so a split holds at most the rest
+DATASET_OFFSET_RANGE = 10**8
+MAX_SPLIT_SIZE = SPLIT_STRIDE - DATASET_OFFSET_RANGE
+MODES = ("strict", "lenient")
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+class ConfigError(ValueError):
+    """A config field with a bad value; the message says which field, what is wrong and the fix."""
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (DictConfig, ListConfig)):
+        return OmegaConf.to_container(value, resolve=True)
+    return value
+
+
+def _check_keys(where: str, given: dict, cls: type) -> None:
+    valid = [f.name for f in fields(cls)]
+    for key in given:
+        if key not in valid:
+            close = difflib.get_close_matches(str(key), valid, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"{where}.{key}: unknown key{hint}; valid keys: {', '.join(valid)}")
+
+
+def _number(where: str, value: Any, minimum: float | None = None) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigError(f"{where}: {value!r} is not a finite number; set a number")
+    if minimum is not None and value < minimum:
+        raise ConfigError(f"{where}: {value} is below {minimum}; set a value >= {minimum}")
+    return float(value)
+
+
+def _integer(where: str, value: Any, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ConfigError(f"{where}: {value!r} is not an integer in [{low}, {high}]; set one")
+    return value
+
+
+def dataset_name_error(where: str, name: str) -> ConfigError:
+    close = difflib.get_close_matches(name, list(DATASETS), n=3)
+    hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    return ConfigError(
+        f"{where}: unknown reasoning-gym dataset {name!r}.{hint} "
+        "The registered names are the keys of reasoning_gym.factory.DATASETS."
+    )
+
+
+@dataclass
+class DatasetSpec:
+    """One dataset of a mix.
+
+    Args:
+        weight: relative share of the mix (>= 0; at least one dataset of a mix > 0).
+        config: keyword arguments for the dataset's reasoning-gym config class (its ``validate()``
+            runs); ``seed`` and ``size`` are set by rg-verl.
+    """
+
+    weight: float = 1.0
+    config: dict = field(default_factory=dict)
+
+
+def _parse_mix(where: str, section: Any) -> dict[str, DatasetSpec]:
+    section = _plain(section)
+    if not isinstance(section, dict) or not section:
+        raise ConfigError(f"{where}: needs at least one dataset, e.g. {{chain_sum: {{weight: 1.0}}}}")
+    mix = {}
+    for name in sorted(section):  # sorted: the mix does not depend on the config's key order
+        spec = section[name] or {}
+        if not isinstance(spec, dict):
+            raise ConfigError(f"{where}.{name}: expected {{weight, config}}, got {spec!r}")
+        _check_keys(f"{where}.{name}", spec, DatasetSpec)
+        if name not in DATASETS:
+            raise dataset_name_error(f"{where}.{name}", name)
+        weight = _number(f"{where}.{name}.weight", spec.get("weight", 1.0), minimum=0.0)
+        config = dict(spec.get("config") or {})
+        for reserved in ("seed", "size"):
+            if reserved in config:
+                raise ConfigError(
+                    f"{where}.{name}.config.{reserved}: set by rg-verl; use reasoning_gym.seed / "
+                    "reasoning_gym.<split>_size instead"
+                )
+        config_cls = DATASETS[name][1]
+        try:
+            config_cls(**config).validate()
+        except (TypeError, AssertionError, ValueError) as error:
+            raise ConfigError(f"{where}.{name}.config: reasoning-gym rejects {config}: {error}") from None
+        mix[name] = DatasetSpec(weight=weight, config=config)
+    if not any(spec.weight > 0 for spec in mix.values()):
+        raise ConfigError(f"{where}: every weight is 0; give at least one dataset a positive weight")
+    return mix
+
+
+@dataclass
+class ReasoningGymConfig:
+    """The ``reasoning_gym`` section.
+
+    Args:
+        datasets: dataset name -> :class:`DatasetSpec`; the training mix.
+        val_datasets: the validation and evaluation mix; empty means the training mix.
+        seed: base seed in [0, 1e9); the splits derive disjoint seed spaces from it.
+        train_size: items in one training epoch.
+        val_size: items in the validation split.
+        eval_size: items in the evaluation split.
+        system_prompt: a key of reasoning-gym's ``SYSTEM_PROMPTS``, literal text, or empty for none.
+    """
+
+    datasets: dict[str, DatasetSpec] = field(default_factory=dict)
+    val_datasets: dict[str, DatasetSpec] = field(default_factory=dict)
+    seed: int = 42
+    train_size: int = 10000
+    val_size: int = 200
+    eval_size: int = 200
+    system_prompt: str = "default"
+
+    @classmethod
+    def from_section(cls, section: Any, where: str = "reasoning_gym") -> "ReasoningGymConfig":
+        section = _plain(section)
+        if not isinstance(section, dict):
+            raise ConfigError(f"{where}: missing; add a reasoning_gym section with at least 'datasets'")
+        _check_keys(where, section, cls)
+        val = section.get("val_datasets") or {}
+        prompt = section.get("system_prompt", cls.system_prompt)
+        if prompt is not None and not isinstance(prompt, str):
+            raise ConfigError(f"{where}.system_prompt: {prompt!r} is not text; set a SYSTEM_PROMPTS key or text")
+        return cls(
+            datasets=_parse_mix(f"{where}.datasets", section.get("datasets")),
+            val_datasets=_parse_mix(f"{where}.val_datasets", val) if val else {},
+            seed=_integer(f"{where}.seed", section.get("seed", cls.seed), 0, SPLIT_STRIDE - 1),
+            train_size=_integer(f"{where}.train_size", section.get("train_size", cls.train_size), 1, MAX_SPLIT_SIZE),
+            val_size=_integer(f"{where}.val_size", section.get("val_size", cls.val_size), 1, MAX_SPLIT_SIZE),
+            eval_size=_integer(f"{where}.eval_size", section.get("eval_size", cls.eval_size), 1, MAX_SPLIT_SIZE),
+            system_prompt=prompt or "",
+        )
+
+    def mix(self, split: str) -> dict[str, DatasetSpec]:
+        """The datasets a split draws from."""
+        return self.datasets if split == "train" or not self.val_datasets else self.val_datasets
+
+    def size(self, split: str) -> int:
+        return {"train": self.train_size, "val": self.val_size, "eval": self.eval_size}[split]
+
+
+@dataclass
+class RewardConfig:
+    """``reward.custom_reward_function.reward_kwargs``: the keyword arguments of ``rg_verl.reward.compute_score``.
+
+    Args:
+        mode: the extraction that gives the reward, ``strict`` or ``lenient``.
+        terms: extra term name -> weight (``rg_verl.reward_terms.TERMS``).
+        tokenizer_path: tokenizer for response lengths in tokens.
+        max_response_length: the token budget the length terms are relative to.
+    """
+
+    mode: str = "lenient"
+    terms: dict[str, float] = field(default_factory=dict)
+    tokenizer_path: str | None = None
+    max_response_length: int | None = None
+
+    @classmethod
+    def from_section(cls, section: Any, where: str = "reward.custom_reward_function.reward_kwargs") -> "RewardConfig":
+        section = _plain(section) or {}
+        _check_keys(where, section, cls)
+        mode = section.get("mode", cls.mode)
+        if mode not in MODES:
+            raise ConfigError(f"{where}.mode: {mode!r} is not a mode; set one of {', '.join(MODES)}")
+        terms = {}
+        for name, weight in (section.get("terms") or {}).items():
+            if name not in TERMS:
+                raise ConfigError(f"{where}.terms.{name}: unknown reward term; valid terms: {', '.join(sorted(TERMS))}")
+            terms[name] = _number(f"{where}.terms.{name}", weight)
+        config = cls(mode, terms, section.get("tokenizer_path"), section.get("max_response_length"))
+        if (terms.get("length") or terms.get("cosine")) and not (config.tokenizer_path and config.max_response_length):
+            raise ConfigError(
+                f"{where}: the length and cosine terms count tokens; set tokenizer_path and max_response_length"
+            )
+        return config
+
+
+def check_model_path(where: str, path: Any) -> None:
+    """A model path must be an existing local directory or look like a hub id (``org/name``)."""
+    if not isinstance(path, str) or not path:
+        raise ConfigError(f"{where}: {path!r} is not a model path; set a local directory or a hub id like org/name")
+    if os.path.isdir(path) or (HUB_ID.match(path) and not os.path.isabs(path) and not os.path.exists(path)):
+        return
+    raise ConfigError(
+        f"{where}: {path!r} is neither a local model directory nor a hub id (org/name); "
+        "fix the path or download the model first"
+    )
+
+
+def validate(config: DictConfig) -> ReasoningGymConfig:
+    """Check rg-verl's sections of a composed config; raise :class:`ConfigError` on the first problem."""
+    rg = ReasoningGymConfig.from_section(config.get("reasoning_gym"))
+    reward_fn = OmegaConf.select(config, "reward.custom_reward_function")
+    if reward_fn is not None and str(reward_fn.get("path", "")).startswith("pkg://rg_verl.reward"):
+        RewardConfig.from_section(reward_fn.get("reward_kwargs"))
+    builds_tiny = OmegaConf.select(config, "tiny_model.build_if_missing", default=False)
+    path = OmegaConf.select(config, "actor_rollout_ref.model.path")
+    if not (builds_tiny and isinstance(path, str) and os.path.isabs(path)):
+        check_model_path("actor_rollout_ref.model.path", path)
+    return rg
