@@ -34,7 +34,7 @@ DATA_SOURCE_PREFIX = "reasoning_gym"
 CATEGORY_SEGMENT = "category"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def dataset_category(name: str) -> str:
     """Returns the reasoning-gym category of dataset ``name``.
 

@@ -11,7 +11,8 @@ import functools
 import json
 import logging
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from reasoning_gym.factory import get_score_answer_fn
 
@@ -87,7 +88,7 @@ def extract_answer(text: str, strict: bool = False) -> str | None:
     return _strict_answer(text) if strict else _lenient_answer(text)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _scorer(name: str) -> Callable[[str | None, dict], float]:
     # get_score_answer_fn builds a default dataset instance: do it once per name.
     return get_score_answer_fn(name)
@@ -205,7 +206,7 @@ def compute_score(
     name = data_source[len(DATA_SOURCE_PREFIX) :]
     try:
         _scorer(name)
-    except ValueError:
+    except Exception:  # reasoning-gym raises ValueError, or asserts (composite)
         raise ValueError(f"Unsupported data_source {data_source!r}: unknown reasoning-gym dataset {name!r}") from None
     text = solution_str if isinstance(solution_str, str) else ""
     entry = _entry(name, extra_info, ground_truth)

@@ -1,6 +1,5 @@
 """The CPU platform plugin: registration, the device-module stand-in and gloo collectives."""
 
-import os
 
 import pytest
 import torch

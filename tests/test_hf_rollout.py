@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM
-
 from verl.plugin.platform import get_platform, set_platform
+
 from rg_verl.cpu import PlatformCPU
 from rg_verl.hf_rollout.server import HFRolloutServer
 from rg_verl.tiny import build_tiny_model

@@ -31,7 +31,7 @@ N_ITEMS = 2
 SKIPPED = {"composite": "reasoning-gym's own mix; not buildable from our config, no default scorer"}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def items(name: str) -> list[dict]:
     config = OmegaConf.create(
         {
