@@ -118,6 +118,109 @@ def _parse_mix(where: str, section: Any) -> dict[str, DatasetSpec]:
 
 
 @dataclass
+class CurriculumConfig:
+    """``reasoning_gym.curriculum``: difficulty levels driven by reasoning-gym's own curricula.
+
+    Args:
+        enabled: turn the curriculum on.
+        levels: dataset -> {attribute: starting level}; ``"*"`` sets every attribute. Only datasets
+            listed here follow a curriculum; each must be in ``reasoning_gym.datasets`` and have a
+            reasoning-gym curriculum.
+        last_k: how many recent training samples of a dataset its success rate is taken over.
+        min_samples: no level change before the window holds this many samples.
+        success_threshold: a success rate at or above this raises the dataset's level.
+        failure_threshold: a success rate at or below this lowers it.
+        schedule_every: if > 0, raise every curriculum dataset's level every this many steps,
+            whatever the scores (a fixed schedule instead of a score-driven one).
+    """
+
+    enabled: bool = False
+    levels: dict[str, dict[str, int]] = field(default_factory=dict)
+    last_k: int = 32
+    min_samples: int = 16
+    success_threshold: float = 0.7
+    failure_threshold: float = 0.1
+    schedule_every: int = 0
+
+    @classmethod
+    def from_section(cls, section: Any, mix: dict, where: str) -> "CurriculumConfig":
+        from reasoning_gym.factory import CURRICULA, create_curriculum
+
+        section = _plain(section) or {}
+        _check_keys(where, section, cls)
+        config = cls(
+            enabled=bool(section.get("enabled", cls.enabled)),
+            levels={},
+            last_k=_integer(f"{where}.last_k", section.get("last_k", cls.last_k), 1, 10**6),
+            min_samples=_integer(f"{where}.min_samples", section.get("min_samples", cls.min_samples), 1, 10**6),
+            success_threshold=_number(f"{where}.success_threshold", section.get("success_threshold", 0.7), 0.0),
+            failure_threshold=_number(f"{where}.failure_threshold", section.get("failure_threshold", 0.1), 0.0),
+            schedule_every=_integer(f"{where}.schedule_every", section.get("schedule_every", 0), 0, 10**9),
+        )
+        if config.min_samples > config.last_k:
+            raise ConfigError(f"{where}.min_samples: {config.min_samples} exceeds last_k={config.last_k}; lower it")
+        if not config.failure_threshold < config.success_threshold <= 1.0:
+            raise ConfigError(
+                f"{where}: need failure_threshold < success_threshold <= 1, got "
+                f"{config.failure_threshold} and {config.success_threshold}"
+            )
+        for name, levels in (section.get("levels") or {}).items():
+            if name not in mix:
+                raise ConfigError(f"{where}.levels.{name}: not in reasoning_gym.datasets; add it there or remove it")
+            if name not in CURRICULA:
+                raise ConfigError(f"{where}.levels.{name}: reasoning-gym has no curriculum for this dataset")
+            attributes = create_curriculum(name).attributes
+            for attribute, level in (levels or {}).items():
+                if attribute != "*" and attribute not in attributes:
+                    raise ConfigError(
+                        f"{where}.levels.{name}.{attribute}: unknown attribute; valid: *, {', '.join(attributes)}"
+                    )
+                top = max(len(a.levels) for a in attributes.values()) - 1
+                top = top if attribute == "*" else len(attributes[attribute].levels) - 1
+                _integer(f"{where}.levels.{name}.{attribute}", level, 0, top)
+            config.levels[name] = dict(levels or {})
+        if config.enabled and not config.levels:
+            raise ConfigError(f"{where}.levels: the curriculum is enabled but lists no dataset; add levels")
+        return config
+
+
+@dataclass
+class AdaptiveWeightsConfig:
+    """``reasoning_gym.adaptive_weights``: re-weight the training mix toward informative datasets.
+
+    The rule (see ``rg_verl.curriculum.adaptive_weights``): with ``b`` the configured weights
+    (normalised) and ``p`` each dataset's success rate over its window, the weight is
+    ``floor * b + (1 - floor) * b * p(1-p) / sum(b * p(1-p))``. A dataset with fewer than
+    ``min_samples`` results counts as p = 0.5 (most informative) until it is measured.
+
+    Args:
+        enabled: turn adaptive weights on.
+        window: how many recent samples of a dataset its success rate is taken over.
+        min_samples: fewer samples than this count as p = 0.5.
+        floor: the share of each dataset's configured weight it always keeps, in [0, 1].
+    """
+
+    enabled: bool = False
+    window: int = 64
+    min_samples: int = 8
+    floor: float = 0.2
+
+    @classmethod
+    def from_section(cls, section: Any, where: str) -> "AdaptiveWeightsConfig":
+        section = _plain(section) or {}
+        _check_keys(where, section, cls)
+        floor = _number(f"{where}.floor", section.get("floor", cls.floor), 0.0)
+        if floor > 1.0:
+            raise ConfigError(f"{where}.floor: {floor} is above 1; set a share in [0, 1]")
+        return cls(
+            enabled=bool(section.get("enabled", cls.enabled)),
+            window=_integer(f"{where}.window", section.get("window", cls.window), 1, 10**6),
+            min_samples=_integer(f"{where}.min_samples", section.get("min_samples", cls.min_samples), 1, 10**6),
+            floor=floor,
+        )
+
+
+@dataclass
 class ReasoningGymConfig:
     """The ``reasoning_gym`` section.
 
@@ -129,6 +232,8 @@ class ReasoningGymConfig:
         val_size: items in the validation split.
         eval_size: items in the evaluation split.
         system_prompt: a key of reasoning-gym's ``SYSTEM_PROMPTS``, literal text, or empty for none.
+        curriculum: :class:`CurriculumConfig`.
+        adaptive_weights: :class:`AdaptiveWeightsConfig`.
     """
 
     datasets: dict[str, DatasetSpec] = field(default_factory=dict)
@@ -138,6 +243,8 @@ class ReasoningGymConfig:
     val_size: int = 200
     eval_size: int = 200
     system_prompt: str = "default"
+    curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
+    adaptive_weights: AdaptiveWeightsConfig = field(default_factory=AdaptiveWeightsConfig)
 
     @classmethod
     def from_section(cls, section: Any, where: str = "reasoning_gym") -> "ReasoningGymConfig":
@@ -149,14 +256,19 @@ class ReasoningGymConfig:
         prompt = section.get("system_prompt", cls.system_prompt)
         if prompt is not None and not isinstance(prompt, str):
             raise ConfigError(f"{where}.system_prompt: {prompt!r} is not text; set a SYSTEM_PROMPTS key or text")
+        datasets = _parse_mix(f"{where}.datasets", section.get("datasets"))
         return cls(
-            datasets=_parse_mix(f"{where}.datasets", section.get("datasets")),
+            datasets=datasets,
             val_datasets=_parse_mix(f"{where}.val_datasets", val) if val else {},
             seed=_integer(f"{where}.seed", section.get("seed", cls.seed), 0, SPLIT_STRIDE - 1),
             train_size=_integer(f"{where}.train_size", section.get("train_size", cls.train_size), 1, MAX_SPLIT_SIZE),
             val_size=_integer(f"{where}.val_size", section.get("val_size", cls.val_size), 1, MAX_SPLIT_SIZE),
             eval_size=_integer(f"{where}.eval_size", section.get("eval_size", cls.eval_size), 1, MAX_SPLIT_SIZE),
             system_prompt=prompt or "",
+            curriculum=CurriculumConfig.from_section(section.get("curriculum"), datasets, f"{where}.curriculum"),
+            adaptive_weights=AdaptiveWeightsConfig.from_section(
+                section.get("adaptive_weights"), f"{where}.adaptive_weights"
+            ),
         )
 
     def mix(self, split: str) -> dict[str, DatasetSpec]:
@@ -218,6 +330,12 @@ def check_model_path(where: str, path: Any) -> None:
 def validate(config: DictConfig) -> ReasoningGymConfig:
     """Check rg-verl's sections of a composed config; raise :class:`ConfigError` on the first problem."""
     rg = ReasoningGymConfig.from_section(config.get("reasoning_gym"))
+    workers = OmegaConf.select(config, "data.dataloader_num_workers", default=0)
+    if (rg.curriculum.enabled or rg.adaptive_weights.enabled) and workers:
+        raise ConfigError(
+            f"data.dataloader_num_workers: {workers} copies the dataset into worker processes, where the "
+            "curriculum's changes would not reach it; set data.dataloader_num_workers=0"
+        )
     reward_fn = OmegaConf.select(config, "reward.custom_reward_function")
     if reward_fn is not None and str(reward_fn.get("path", "")).startswith("pkg://rg_verl.reward"):
         RewardConfig.from_section(reward_fn.get("reward_kwargs"))

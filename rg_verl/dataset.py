@@ -55,7 +55,14 @@ from reasoning_gym.factory import create_dataset
 from reasoning_gym.utils import SYSTEM_PROMPTS
 from torch.utils.data import Dataset
 
-from rg_verl.config import DATASET_OFFSET_RANGE, SPLIT_STRIDE, ReasoningGymConfig
+from rg_verl.config import (
+    DATASET_OFFSET_RANGE,
+    SPLIT_STRIDE,
+    AdaptiveWeightsConfig,
+    CurriculumConfig,
+    ReasoningGymConfig,
+)
+from rg_verl.curriculum import MixState
 
 __all__ = ["ReasoningGymDataset", "parse_data_files", "split_seed", "dataset_seed", "to_json_safe"]
 
@@ -159,15 +166,46 @@ class ReasoningGymDataset(Dataset):
         self.max_samples = max_samples
         self.system_prompt = SYSTEM_PROMPTS.get(settings.system_prompt, settings.system_prompt) or None
 
-        mix = settings.mix(self.split)
-        self.weights = {name: spec.weight for name, spec in mix.items()}
-        self.datasets = {name: self._build(name, spec.config) for name, spec in mix.items()}
+        self.mix = settings.mix(self.split)
+        # the training split follows the curriculum and adaptive weights; the others stay as configured
+        self.state = MixState(
+            self.mix,
+            settings.curriculum if self.split == "train" else CurriculumConfig(),
+            settings.adaptive_weights if self.split == "train" else AdaptiveWeightsConfig(),
+        )
+        self.datasets = {name: self._build(name) for name in self.mix}
+        self._set_weights(self.state.weights)
+
+    def _set_weights(self, weights: dict[str, float]) -> None:
+        self.weights = dict(weights)
         # Only positive weights can be picked; the cumulative table drives the weighted choice.
         self._names = [n for n, w in self.weights.items() if w > 0]
         self._cum_weights = list(itertools.accumulate(self.weights[n] for n in self._names))
 
-    def _build(self, name: str, config: dict):
-        """The reasoning-gym dataset ``name`` for this split (validated by ``rg_verl.config``)."""
+    def update(self, results: dict[str, list[float]]) -> list[str]:
+        """Feed one training step's results (dataset -> 1.0/0.0 per sample) to the curriculum.
+
+        Datasets whose level changed are rebuilt, so their items come from the new level from
+        the next batch on. Returns their names.
+        """
+        changed = self.state.update(results)
+        for name in changed:
+            self.datasets[name] = self._build(name)
+        self._set_weights(self.state.weights)
+        return changed
+
+    def state_dict(self) -> dict:
+        """Curriculum state; verl's dataloader checkpoint saves it with the run."""
+        return self.state.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.state.load_state_dict(state)
+        self.datasets = {name: self._build(name) for name in self.mix}
+        self._set_weights(self.state.weights)
+
+    def _build(self, name: str):
+        """The reasoning-gym dataset ``name`` for this split, at its current curriculum level."""
+        config = self.state.dataset_config(name, self.mix[name].config)
         return create_dataset(name, **config, seed=dataset_seed(self.base_seed, self.split, name), size=self.size)
 
     def __len__(self) -> int:

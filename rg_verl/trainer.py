@@ -17,12 +17,21 @@ from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from rg_verl.categories import category_means
+from rg_verl.dataset import ReasoningGymDataset
+
+PREFIX = "reasoning_gym/"
 
 logger = logging.getLogger(__name__)
 
 # what the trainer reads back per sample: verl's agent loop keeps the reward function's returned
 # dict under extra_fields["reward_extra_info"]
 FIELDS = ["data_source", "extra_fields"]
+
+
+def reward_means(data_sources: list[str], infos: list[dict]) -> dict[str, float]:
+    """Per-dataset means of every numeric value the reward returned."""
+    names = [name for name, value in infos[0].items() if isinstance(value, (int, float, np.number))] if infos else []
+    return grouped_means(data_sources, {name: [info.get(name, np.nan) for info in infos] for name in names})
 
 
 def grouped_means(data_sources: list[str], values: dict[str, list[float]]) -> dict[str, float]:
@@ -47,9 +56,18 @@ class ReasoningGymTrainer(PPOTrainerSync):
 
     def step(self, metrics: dict, timing_raw: dict):
         batch = super().step(metrics, timing_raw)
-        reward_metrics = self.reward_metrics(batch)
+        data_sources, infos = self.read_rewards(batch)
+        reward_metrics = reward_means(data_sources, infos)
         metrics.update(reward_metrics)
         metrics.update(category_means(reward_metrics))
+        if isinstance(self.train_dataset, ReasoningGymDataset):
+            # the curriculum sees each sample's success; new levels apply from the next batch
+            results = defaultdict(list)
+            for source, info in zip(data_sources, infos, strict=True):
+                if source.startswith(PREFIX):
+                    results[source[len(PREFIX) :]].append(float(info.get("accuracy", 0.0)))
+            self.train_dataset.update(results)
+            metrics.update(self.train_dataset.state.metrics())
         return batch
 
     def _validate(self) -> dict[str, float]:
@@ -57,11 +75,9 @@ class ReasoningGymTrainer(PPOTrainerSync):
         metrics = super()._validate()
         return {**metrics, **category_means(metrics)}
 
-    def reward_metrics(self, batch) -> dict[str, float]:
-        """Per-dataset means of the reward values of the samples in ``batch``."""
+    def read_rewards(self, batch) -> tuple[list[str], list[dict]]:
+        """Each sample's data source and the dict our reward function returned for it."""
         data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=FIELDS)
         data_sources = [str(source) for source in list(data["data_source"])]
         infos = [dict(extra or {}).get("reward_extra_info", {}) for extra in list(data["extra_fields"])]
-        names = [name for name, value in infos[0].items() if isinstance(value, (int, float, np.number))] if infos else []
-        values = {name: [info.get(name, np.nan) for info in infos] for name in names}
-        return grouped_means(data_sources, values)
+        return data_sources, infos

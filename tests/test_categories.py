@@ -176,10 +176,12 @@ def trainer(monkeypatch):
     val = {f"{V}/chain_sum/reward/mean@1": 1.0, f"{V}/products/reward/mean@1": 0.0, "val-aux/num_turns/min": 2}
     monkeypatch.setattr(PPOTrainerSync, "_validate", lambda self: dict(val))
     monkeypatch.setattr(PPOTrainerSync, "step", lambda self, metrics, timing_raw: "batch")
-    monkeypatch.setattr(
-        ReasoningGymTrainer, "reward_metrics", lambda self, batch: {f"{T}/chain_sum/score": 1.0, f"{T}/maze/score": 0.5}
-    )
-    return ReasoningGymTrainer.__new__(ReasoningGymTrainer)  # no verl setup needed for these methods
+    sources = ["reasoning_gym/chain_sum", "reasoning_gym/maze", "reasoning_gym/maze"]
+    infos = [{"score": 1.0}, {"score": 1.0}, {"score": 0.0}]
+    monkeypatch.setattr(ReasoningGymTrainer, "read_rewards", lambda self, batch: (sources, infos))
+    trainer = ReasoningGymTrainer.__new__(ReasoningGymTrainer)  # no verl setup needed for these methods
+    trainer.train_dataset = None  # not a reasoning-gym dataset: no curriculum
+    return trainer
 
 
 def test_trainer_validate_adds_category_means(trainer):

@@ -81,3 +81,20 @@ def test_validate_checks_the_composed_config(tmp_path):
     config.actor_rollout_ref.model.path = str(tmp_path / "nope")
     with pytest.raises(ConfigError, match="actor_rollout_ref.model.path"):
         validate(config)
+
+
+def test_curriculum_needs_an_in_process_dataloader(tmp_path):
+    config = OmegaConf.create(
+        {
+            "reasoning_gym": {
+                "datasets": {"chain_sum": {}},
+                "curriculum": {"enabled": True, "levels": {"chain_sum": {"*": 1}}},
+            },
+            "data": {"dataloader_num_workers": 8},
+            "actor_rollout_ref": {"model": {"path": str(tmp_path)}},
+        }
+    )
+    with pytest.raises(ConfigError, match="data.dataloader_num_workers: 8 .* set data.dataloader_num_workers=0"):
+        validate(config)
+    config.data.dataloader_num_workers = 0
+    assert validate(config).curriculum.levels == {"chain_sum": {"*": 1}}
