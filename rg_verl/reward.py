@@ -16,6 +16,9 @@ from typing import Any
 
 from reasoning_gym.factory import get_score_answer_fn
 
+from rg_verl.bounded import Status, call_bounded
+from rg_verl.expression_guard import SYMPY_PARSED, is_plain_expression
+from rg_verl.math_answer import math_equal_status
 from rg_verl.reward_terms import TERMS, Response, check_terms, revised_answers, self_correction_term
 
 __all__ = ["compute_score", "extract_answer"]
@@ -25,6 +28,8 @@ logger = logging.getLogger(__name__)
 DATA_SOURCE_PREFIX = "reasoning_gym/"
 # earlier answers of a response that are scored for self-correction, at most
 MAX_EARLIER_ANSWERS = 3
+# seconds one answer may take to score where scoring can be slow (sympy, math-verify)
+SCORE_TIMEOUT_S = 0.9
 _THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
 _ANSWER_OPEN, _ANSWER_CLOSE = "<answer>", "</answer>"
 _TAGS = (_THINK_OPEN, _THINK_CLOSE, _ANSWER_OPEN, _ANSWER_CLOSE)
@@ -141,15 +146,36 @@ def count_tokens(text: str, tokenizer_path: str, max_tokens: int) -> int:
     return len(_tokenizer(tokenizer_path)(text, add_special_tokens=False)["input_ids"])
 
 
-def _correctness(name: str, answer: str | None, entry: dict) -> tuple[float, bool]:
-    """(score in [0, 1], whether scoring failed) of ``answer`` for a reasoning-gym entry."""
+def score_in_worker(name: str, answer: str, entry: dict) -> float:
+    """Runs a reasoning-gym scorer; called inside a bounded worker process."""
+    return float(_scorer(name)(answer, entry))
+
+
+def _correctness(name: str, answer: str | None, entry: dict, math_datasets: frozenset = frozenset()) -> tuple[float, bool]:
+    """(score in [0, 1], whether scoring failed) of ``answer`` for a reasoning-gym entry.
+
+    Datasets in ``math_datasets`` are scored by math-verify's equivalence with the entry's answer.
+    Scorers that parse with sympy get only plain expressions (``rg_verl.expression_guard``) and
+    run in a worker that is killed after :data:`SCORE_TIMEOUT_S`; the rest run here.
+    """
     if answer is None:
         return 0.0, False
-    try:
-        score = float(_scorer(name)(answer, entry))
-    except Exception as e:  # a scorer bug must never crash training
-        logger.warning("reasoning-gym scorer for %r raised %r; scoring 0.0", name, e)
-        return 0.0, True
+    if name in math_datasets:
+        score, status = math_equal_status(answer, str(entry.get("answer", "")), timeout=SCORE_TIMEOUT_S)
+        return score, status != Status.OK
+    if name in SYMPY_PARSED:
+        if not is_plain_expression(answer):
+            return 0.0, False
+        score, status = call_bounded(score_in_worker, name, answer, entry, timeout=SCORE_TIMEOUT_S, default=0.0)
+        if status != Status.OK:
+            logger.warning("reasoning-gym scorer for %r: %s; scoring 0.0", name, status.value)
+            return 0.0, True
+    else:
+        try:
+            score = float(_scorer(name)(answer, entry))
+        except Exception as e:  # a scorer bug must never crash training
+            logger.warning("reasoning-gym scorer for %r raised %r; scoring 0.0", name, e)
+            return 0.0, True
     return (min(max(score, 0.0), 1.0) if math.isfinite(score) else 0.0), False
 
 
@@ -162,6 +188,7 @@ def compute_score(
     terms: dict[str, float] | None = None,
     tokenizer_path: str | None = None,
     max_response_length: int | None = None,
+    math_datasets: list[str] | tuple[str, ...] = (),
     **kwargs: Any,
 ) -> dict[str, float]:
     """Scores a response: correctness of its final answer, plus weighted extra terms.
@@ -179,6 +206,8 @@ def compute_score(
         terms: ``{term name: weight}`` of extra terms (see ``rg_verl.reward_terms``).
         tokenizer_path: Tokenizer for response lengths in tokens (``length`` and ``cosine``).
         max_response_length: The response budget in tokens the length terms are relative to.
+        math_datasets: reasoning-gym datasets whose answers are scored by math-verify's
+            symbolic equivalence with the entry's answer instead of the dataset's own scorer.
         **kwargs: Other keyword arguments from verl; ignored.
 
     Returns:
@@ -210,19 +239,20 @@ def compute_score(
         raise ValueError(f"Unsupported data_source {data_source!r}: unknown reasoning-gym dataset {name!r}") from None
     text = solution_str if isinstance(solution_str, str) else ""
     entry = _entry(name, extra_info, ground_truth)
+    math_names = frozenset(math_datasets or ())
 
     strict_answer = extract_answer(text, strict=True)
     lenient_answer = extract_answer(text, strict=False)
-    correct_strict, failed_strict = _correctness(name, strict_answer, entry)
+    correct_strict, failed_strict = _correctness(name, strict_answer, entry, math_names)
     if lenient_answer == strict_answer:
         correct_lenient, failed_lenient = correct_strict, failed_strict
     else:
-        correct_lenient, failed_lenient = _correctness(name, lenient_answer, entry)
+        correct_lenient, failed_lenient = _correctness(name, lenient_answer, entry, math_names)
     answer, correctness = (strict_answer, correct_strict) if mode == "strict" else (lenient_answer, correct_lenient)
 
     answers = revised_answers(text)
     earlier = [a for a in answers[:-1] if a != (answers[-1] if answers else None)][-MAX_EARLIER_ANSWERS:]
-    earlier_correct = tuple(_correctness(name, a, entry)[0] >= 1.0 for a in earlier)
+    earlier_correct = tuple(_correctness(name, a, entry, math_names)[0] >= 1.0 for a in earlier)
 
     num_tokens = max_tokens = 0
     if tokenizer_path and max_response_length:

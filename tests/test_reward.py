@@ -280,3 +280,89 @@ def test_verl_passes_reward_kwargs():
     kwargs = dict(data_source="reasoning_gym/chain_sum", ground_truth=entry["answer"], extra_info={"entry": entry})
     assert fn(solution_str=f"<answer>{entry['answer']}</answer>", **kwargs)["score"] == 0.0
     assert fn(solution_str=f"<think>t</think><answer>{entry['answer']}</answer>", **kwargs)["score"] == 1.0
+
+
+# --- hostile answers, threads and time bounds ---------------------------------------------------
+
+
+def _bounded(fn, *args, limit_s=10, **kwargs):
+    """Run ``fn`` on another thread, as verl's reward loop does, failing if it takes over ``limit_s``."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(fn, *args, **kwargs).result(timeout=limit_s)
+
+
+@pytest.mark.parametrize("name", ["intermediate_integration", "polynomial_multiplication"])
+def test_python_power_tower_is_cut_off(name):
+    entry = _entry(name)
+    result = _bounded(_score, name, entry, "<answer>9**9**9**9</answer>")
+    assert result["score"] == 0.0 and result["scoring_failed"] == 1.0
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "__import__('os').system('touch /tmp/rg_verl_pwned')",
+        "open(chr(47)+chr(116)+chr(109)+chr(112)+chr(47)+chr(120), chr(119))",
+        "x.__class__.__mro__",
+        "eval(chr(49))",
+    ],
+)
+def test_sympy_parsed_scorers_never_see_code(answer, tmp_path, monkeypatch):
+    called = []
+    monkeypatch.setattr(reward_mod, "call_bounded", lambda *args, **kwargs: called.append(args))
+    entry = _entry("polynomial_multiplication")
+    result = _score("polynomial_multiplication", entry, f"<answer>{answer}</answer>")
+    assert result["score"] == 0.0 and result["scoring_failed"] == 0.0
+    assert called == []  # rejected before any parsing
+
+
+def test_math_datasets_use_math_verify_from_threads():
+    entry = {"question": "q", "answer": "0.5", "metadata": {}}
+    for answer, expected in [("1/2", 1.0), ("\\frac{1}{2}", 1.0), ("\\boxed{\\dfrac12}", 1.0), ("0.6", 0.0)]:
+        result = _bounded(
+            compute_score,
+            "reasoning_gym/basic_arithmetic",
+            f"<answer>{answer}</answer>",
+            "0.5",
+            {"entry": entry},
+            math_datasets=["basic_arithmetic"],
+        )
+        assert result["score"] == expected, answer
+    hostile = _bounded(
+        compute_score,
+        "reasoning_gym/basic_arithmetic",
+        "<answer>\\boxed{9^{9^{9^{9}}}}</answer>",
+        "1",
+        {"entry": {"answer": "1"}},
+        math_datasets=["basic_arithmetic"],
+    )
+    assert hostile["score"] == 0.0
+
+
+def test_reward_works_inside_an_event_loop():
+    import asyncio
+
+    entry = _entry("polynomial_multiplication")
+
+    async def score_in_executor():
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            None, lambda: _score("polynomial_multiplication", entry, f"<answer>{entry['answer']}</answer>")
+        )
+
+    assert asyncio.run(score_in_executor())["score"] == 1.0
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.sampled_from(["polynomial_multiplication", "chain_sum", "spell_backward"]),
+    st.one_of(st.text(max_size=200), tag_soup, st.text(alphabet="x*+()9^", max_size=60)),
+    st.integers(0, 3),
+)
+def test_property_any_answer_scores_in_range_within_bounds(name, body, repeat):
+    entry = _entry(name)
+    text = f"<think>t</think><answer>{body * (repeat + 1)}</answer>"
+    result = _bounded(_score, name, entry, text)
+    assert 0.0 <= result["score"] <= 1.0
