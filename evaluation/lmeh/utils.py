@@ -1,0 +1,53 @@
+"""Scoring for the rg-verl lm-evaluation-harness tasks in this folder (``!function utils.<name>``).
+
+Answers are read with rg-verl's own extraction (``rg_verl.reward.extract_answer``) and compared with
+math-verify under a time limit (``rg_verl.math_answer.math_equal``), as the RG-Math reward does.
+Two metrics, side by side:
+
+- ``exact_match``: the answer in our format, the last ``<answer>…</answer>`` block;
+- ``exact_match_flexible``: that block, else the last ``\\boxed{…}``, else the last number.
+"""
+
+from __future__ import annotations
+
+import re
+
+from rg_verl.math_answer import gsm8k_reference, last_boxed, math_equal
+from rg_verl.reward import extract_answer
+
+_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+
+
+def _flexible(response: str) -> str | None:
+    answer = extract_answer(response) or last_boxed(response)
+    if answer is None:
+        numbers = _NUMBER.findall(response)
+        answer = numbers[-1].replace(",", "") if numbers else None
+    return answer
+
+
+def _scores(response: str, reference: str) -> dict[str, float]:
+    tagged = extract_answer(response)
+    flexible = _flexible(response)
+    return {
+        "exact_match": math_equal(tagged, reference) if tagged is not None else 0.0,
+        "exact_match_flexible": math_equal(flexible, reference) if flexible is not None else 0.0,
+    }
+
+
+def gsm8k_target(doc: dict) -> str:
+    """The final number of a GSM8K solution (after ``####``)."""
+    return gsm8k_reference(doc["answer"])
+
+
+def process_gsm8k(doc: dict, results: list[str]) -> dict[str, float]:
+    return _scores(results[0], gsm8k_target(doc))
+
+
+def math_target(doc: dict) -> str:
+    """The boxed answer of a MATH solution."""
+    return last_boxed(doc["solution"]) or doc["solution"]
+
+
+def process_math(doc: dict, results: list[str]) -> dict[str, float]:
+    return _scores(results[0], math_target(doc))

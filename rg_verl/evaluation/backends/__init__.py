@@ -1,0 +1,48 @@
+"""Generation backends: one interface, chosen by name in one plain dict.
+
+A backend turns chat prompts into completions::
+
+    backend = create_backend(config)          # config.backend names it
+    outputs = backend.generate(prompts, n, sampling)
+    # outputs[i][j]: the j-th of n completions of prompts[i], a Completion(text, num_tokens)
+
+- ``vllm``: every prompt and repeat in one ``LLM.chat`` call (vLLM batches and schedules them).
+- ``hf``: transformers ``generate`` over batches of prompts, left-padded, chat template applied.
+- ``openai``: any OpenAI-compatible server (``vllm serve``, a hosted API): concurrent requests,
+  a bound on how many are in flight, retries with exponential backoff.
+
+To add a backend: write a class with ``__init__(self, config: EvalConfig)``, ``generate(...)``,
+``close()`` and a ``default_save_every(config)`` class method in a module here; import it below
+and add it to :data:`BACKENDS`. Import heavy packages inside ``__init__``, not at module level.
+"""
+
+from __future__ import annotations
+
+from rg_verl.evaluation.backends.base import Backend, Completion, Sampling
+from rg_verl.evaluation.backends.hf import HFBackend
+from rg_verl.evaluation.backends.openai import OpenAIBackend
+from rg_verl.evaluation.backends.vllm import VLLMBackend
+
+__all__ = ["BACKENDS", "Backend", "Completion", "Sampling", "create_backend", "backend_class"]
+
+BACKENDS: dict[str, type[Backend]] = {
+    "vllm": VLLMBackend,
+    "hf": HFBackend,
+    "openai": OpenAIBackend,
+}
+
+
+def backend_class(name: str) -> type[Backend]:
+    """The backend class registered as ``name``.
+
+    Raises:
+        ValueError: If no backend has that name; the message lists the valid names.
+    """
+    if name not in BACKENDS:
+        raise ValueError(f"unknown evaluation backend {name!r}; valid backends: {', '.join(BACKENDS)}")
+    return BACKENDS[name]
+
+
+def create_backend(config) -> Backend:
+    """Builds (and loads the model of) the backend that ``config.backend`` names."""
+    return backend_class(config.backend)(config)

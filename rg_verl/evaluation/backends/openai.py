@@ -1,0 +1,113 @@
+"""Remote generation from any OpenAI-compatible server (``vllm serve``, a hosted API).
+
+Uses only the standard library: one ``POST {base_url}/chat/completions`` per completion, from a pool
+of ``concurrency`` threads (so at most that many requests are in flight), each retried with
+exponential backoff on connection errors, timeouts, 429 and 5xx.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor, as_completed
+
+from tqdm.auto import tqdm
+
+from rg_verl.evaluation.backends.base import Completion, Messages, Sampling
+
+logger = logging.getLogger(__name__)
+
+RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+MAX_BACKOFF_S = 60.0
+
+
+class RequestError(RuntimeError):
+    """A request failed for good: a non-retryable answer, or retries used up."""
+
+
+class OpenAIBackend:
+    """Chat completions over HTTP, ``n`` requests of one completion each per prompt.
+
+    One completion per request gives each its own token count (``usage.completion_tokens``) and
+    lets the bound on requests in flight hold for repeats too; servers with prefix caching (vLLM)
+    reuse the shared prompt.
+    """
+
+    def __init__(self, config) -> None:
+        self.url = config.base_url.rstrip("/") + "/chat/completions"
+        self.model = config.served_model_name or config.model_path
+        key = os.environ.get(config.api_key_env or "OPENAI_API_KEY")
+        self.headers = {"Content-Type": "application/json"}
+        if key:
+            self.headers["Authorization"] = f"Bearer {key}"
+        self.concurrency = config.concurrency
+        self.max_retries = config.max_retries
+        self.retry_backoff = config.retry_backoff
+        self.timeout = config.request_timeout
+
+    @classmethod
+    def default_save_every(cls, config) -> int:
+        return 4 * config.concurrency
+
+    def _post(self, body: dict) -> dict:
+        request = urllib.request.Request(self.url, data=json.dumps(body).encode(), headers=self.headers, method="POST")
+        with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            return json.loads(response.read())
+
+    def complete(self, messages: Messages, sampling: Sampling) -> Completion:
+        """One completion, retried as the class docstring says."""
+        body = {
+            "model": self.model,
+            "messages": messages,
+            "max_tokens": sampling.max_tokens,
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "n": 1,
+        }
+        for attempt in range(self.max_retries + 1):
+            try:
+                data = self._post(body)
+                text = data["choices"][0]["message"]["content"] or ""
+                tokens = (data.get("usage") or {}).get("completion_tokens")
+                return Completion(text=text, num_tokens=int(tokens) if tokens is not None else None)
+            except urllib.error.HTTPError as error:
+                detail = error.read()[:500].decode(errors="replace")
+                if error.code not in RETRY_STATUS:
+                    raise RequestError(f"{self.url} answered {error.code}: {detail}") from None
+                problem = f"HTTP {error.code}: {detail}"
+            except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
+                problem = repr(error)
+            except (KeyError, IndexError, TypeError, ValueError) as error:
+                raise RequestError(
+                    f"{self.url} sent a response without choices[0].message.content: {error!r}"
+                ) from None
+            if attempt == self.max_retries:
+                raise RequestError(f"{self.url}: giving up after {attempt + 1} attempts; last error: {problem}")
+            wait = min(self.retry_backoff * 2**attempt, MAX_BACKOFF_S) * (0.5 + random.random() / 2)
+            logger.warning("request failed (%s); retry %d/%d in %.2fs", problem, attempt + 1, self.max_retries, wait)
+            time.sleep(wait)
+        raise AssertionError("unreachable")
+
+    def generate(self, prompts: list[Messages], n: int, sampling: Sampling) -> list[list[Completion]]:
+        jobs = [messages for messages in prompts for _ in range(n)]
+        with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="openai") as pool:
+            futures = [pool.submit(self.complete, messages, sampling) for messages in jobs]
+            try:
+                with tqdm(total=len(futures), desc="requests", leave=False, disable=len(futures) < 2) as bar:
+                    for future in as_completed(futures):
+                        future.result()  # raises the first failure
+                        bar.update()
+            except BaseException:
+                for future in futures:
+                    future.cancel()
+                raise
+        done = [future.result() for future in futures]
+        return [done[i * n : (i + 1) * n] for i in range(len(prompts))]
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,57 @@
+"""Command line of the evaluator (``evaluation/evaluate_model.py`` calls :func:`main`)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from rg_verl.config import ConfigError
+from rg_verl.evaluation.config import BACKEND_NAMES, load_config
+from rg_verl.evaluation.runner import evaluate
+
+logger = logging.getLogger(__name__)
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="Evaluate a model on reasoning-gym datasets (see README: Evaluation).")
+    parser.add_argument("--config", required=True, help="evaluation YAML, e.g. evaluation/configs/smoke.yaml")
+    parser.add_argument("--output-dir", help="replaces the config's output_dir")
+    parser.add_argument("--category", help="evaluate only this category of the config")
+    parser.add_argument(
+        "--resume", action="store_true", help="finish the latest (or --run-name) run, skipping finished items"
+    )
+    parser.add_argument("--model-path", help="replaces the config's model_path (e.g. a converted checkpoint)")
+    parser.add_argument("--backend", choices=BACKEND_NAMES, help="replaces the config's backend")
+    parser.add_argument("--run-name", help="the run folder's name under output_dir")
+    parser.add_argument("--batch-size", type=int, help="replaces the config's batch_size (hf backend)")
+    parser.add_argument("--device", help="replaces the config's device (hf backend), e.g. cpu or cuda:0")
+    parser.add_argument("--verbose", action="store_true", help="debug logging")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parses arguments, runs the evaluation and prints summary.md. Returns the exit status."""
+    args = parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        config = load_config(
+            args.config,
+            output_dir=args.output_dir,
+            model_path=args.model_path,
+            backend=args.backend,
+            run_name=args.run_name,
+            batch_size=args.batch_size,
+            device=args.device,
+            category=args.category,
+        )
+        run_dir = evaluate(config, resume=args.resume)
+    except ConfigError as error:
+        print(f"config error: {error}", file=sys.stderr)
+        return 2
+    print((run_dir / "summary.md").read_text())
+    print(f"Results: {run_dir / 'results.json'}\nSummary: {run_dir / 'summary.md'}\nChart:   {run_dir / 'scores.png'}")
+    return 0

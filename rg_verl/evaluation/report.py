@@ -1,0 +1,163 @@
+"""The run's reports: results.json, summary.md and scores.png, built from the finished items.
+
+results.json keeps the reference evaluator's structure (``metadata``; ``categories[].datasets[]`` with
+``name``, ``category``, ``average_score``, ``total_examples``, ``config`` and per-item ``results``, each
+with ``question``, ``expected_answer``, ``best_score``, ``mean_score`` and ``completions``) and adds
+``metrics`` at each level: per dataset, per category and overall (``metrics`` at the top).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+from rg_verl.evaluation.config import EvalConfig
+from rg_verl.evaluation.items import DatasetPlan
+from rg_verl.evaluation.metrics import aggregate
+from rg_verl.evaluation.store import write_atomic
+
+__all__ = ["build_results", "summary_markdown", "write_reports"]
+
+ITEM_FIELDS = ("index", "question", "expected_answer", "best_score", "mean_score", "completions")
+
+
+def build_results(config: EvalConfig, plans: Sequence[DatasetPlan], records: dict[str, dict], metadata: dict) -> dict:
+    """The results.json document for ``plans``, from the finished item ``records`` (by key)."""
+    k_values = config.k_values or [1]
+    categories: dict[str, dict] = {}
+    all_items: list[list[dict]] = []
+    for plan in plans:
+        items = [records[plan.item_key(i)] for i in range(len(plan)) if plan.item_key(i) in records]
+        completions = [item["completions"] for item in items]
+        metrics = aggregate(completions, k_values)
+        dataset = {
+            "name": plan.entry.dataset,
+            "category": plan.category,
+            "average_score": metrics["mean_score"],
+            "total_examples": len(items),
+            "config": {**plan.entry.params, "size": plan.entry.size, "seed": plan.entry.seed},
+            "metrics": metrics,
+        }
+        if config.save_full_results:
+            dataset["results"] = [{k: item[k] for k in ITEM_FIELDS if k in item} for item in items]
+        category = categories.setdefault(plan.category, {"name": plan.category, "datasets": [], "_items": []})
+        category["datasets"].append(dataset)
+        category["_items"].extend(completions)
+        all_items.extend(completions)
+    for category in categories.values():
+        category["metrics"] = aggregate(category.pop("_items"), k_values)
+    results = {"metrics": aggregate(all_items, k_values), "categories": list(categories.values())}
+    if config.save_metadata:
+        results = {"metadata": metadata, **results}
+    return results
+
+
+def _fmt(value, percent: bool = True) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if percent:
+        return f"{100 * value:.1f}"
+    return f"{value:.1f}" if isinstance(value, float) else str(value)
+
+
+def _columns(k_values: Sequence[int]) -> list[tuple[str, str, bool]]:
+    """(header, metric key, shown as a percentage)."""
+    columns = [
+        ("items", "num_items", False),
+        ("mean score", "mean_score", True),
+        ("accuracy", "accuracy", True),
+        ("strict", "accuracy_strict", True),
+        ("lenient", "accuracy_lenient", True),
+    ]
+    columns += [(f"pass@{k}", f"pass@{k}", True) for k in k_values if k > 1]
+    columns += [(f"maj@{k}", f"maj@{k}", True) for k in k_values if k > 1]
+    columns += [
+        ("format", "format_rate", True),
+        ("tokens", "mean_response_tokens", False),
+        ("revised", "revision_rate", True),
+        ("self-corr.", "self_correction_rate", True),
+    ]
+    return columns
+
+
+def _table(rows: list[tuple[str, dict]], columns: list[tuple[str, str, bool]], first: str) -> str:
+    lines = [
+        "| " + " | ".join([first] + [c[0] for c in columns]) + " |",
+        "|" + "---|" + "---:|" * len(columns),
+    ]
+    for label, metrics in rows:
+        lines.append("| " + " | ".join([label] + [_fmt(metrics.get(key), pct) for _, key, pct in columns]) + " |")
+    return "\n".join(lines)
+
+
+def summary_markdown(results: dict, config: EvalConfig) -> str:
+    """summary.md: the run's settings, an overall table of categories, then one table per category."""
+    k_values = config.k_values or [1]
+    columns = _columns(k_values)
+    lines = [
+        f"# Evaluation: {config.name}",
+        "",
+        f"- model: `{config.model_path}` (backend `{config.backend}`)",
+        f"- sampling: temperature {config.temperature}, top_p {config.top_p}, max_tokens {config.max_tokens}, "
+        f"{config.eval_repeats} completion(s) per item",
+        f"- scoring mode: {config.scoring_mode} (accuracy, pass@k and maj@k); strict and lenient accuracy side by side",
+        "",
+        "Percentages except `items` and `tokens` (mean response length in tokens). `revised`: share of "
+        "completions that changed their answer; `self-corr.`: share of those that fixed a wrong answer.",
+        "",
+        "## Overall",
+        "",
+        _table(
+            [(c["name"], c["metrics"]) for c in results["categories"]] + [("**all**", results["metrics"])],
+            columns,
+            "category",
+        ),
+    ]
+    for category in results["categories"]:
+        rows = [(d["name"], d["metrics"]) for d in category["datasets"]]
+        rows.append(("**all**", category["metrics"]))
+        lines += ["", f"## {category['name']}", "", _table(rows, columns, "dataset")]
+    return "\n".join(lines) + "\n"
+
+
+def scores_png(results: dict, config: EvalConfig) -> bytes:
+    """A per-dataset bar chart: mean score, strict and lenient accuracy, pass@k at the largest k."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    k = max(config.k_values or [1])
+    series = [("mean score", "mean_score"), ("strict", "accuracy_strict"), ("lenient", "accuracy_lenient")]
+    if k > 1:
+        series.append((f"pass@{k}", f"pass@{k}"))
+    datasets = [d for c in results["categories"] for d in c["datasets"]]
+    labels = [f"{d['category']}/{d['name']}" for d in datasets]
+    width = 0.8 / len(series)
+    figure = Figure(figsize=(max(6.0, 0.6 * len(datasets) * len(series) / 2 + 2), 4.5), layout="constrained")
+    axes = figure.subplots()
+    for s, (name, key) in enumerate(series):
+        values = [d["metrics"].get(key) or 0.0 for d in datasets]
+        bars = axes.bar(
+            [i + (s - (len(series) - 1) / 2) * width for i in range(len(datasets))], values, width, label=name
+        )
+        if len(datasets) <= 12:
+            axes.bar_label(bars, fmt="%.2f", fontsize=6)
+    axes.set_xticks(range(len(datasets)), labels, rotation=45 if len(datasets) > 3 else 0, ha="right")
+    axes.set_ylim(0, 1)
+    axes.set_ylabel("score")
+    axes.set_title(f"{config.name}: {config.model_path}", fontsize=9)
+    axes.legend(fontsize=8)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=100)
+    return buffer.getvalue()
+
+
+def write_reports(run_dir: Path, results: dict, config: EvalConfig) -> None:
+    """Writes results.json, summary.md and scores.png into ``run_dir``, each atomically."""
+    write_atomic(run_dir / "results.json", json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    write_atomic(run_dir / "summary.md", summary_markdown(results, config))
+    write_atomic(run_dir / "scores.png", scores_png(results, config))

@@ -1,0 +1,227 @@
+"""One evaluation run: items → backend → the reward's scorer → items.jsonl → reports.
+
+The order of work is the order of failures a user wants: the config is validated, then what the
+backend needs from this machine is checked, then the run folder is prepared, and only then does a
+model load. Items are generated, sent to the backend ``save_every`` prompts at a time and scored
+with ``rg_verl.reward.compute_score`` (the training reward's own scorer); each finished item is
+appended to ``items.jsonl`` before the next call, so ``--resume`` continues where a run stopped.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import logging
+import math
+import re
+import time
+from datetime import datetime
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+from rg_verl import reward
+from rg_verl.config import ConfigError
+from rg_verl.evaluation.backends import Backend, Completion, Sampling, create_backend
+from rg_verl.evaluation.config import EvalConfig, check_runtime
+from rg_verl.evaluation.items import DatasetPlan, build_plans, prompt_messages
+from rg_verl.evaluation.report import build_results, write_reports
+from rg_verl.evaluation.store import ItemStore, write_atomic
+
+__all__ = ["evaluate", "score_item", "resolve_run_dir"]
+
+logger = logging.getLogger(__name__)
+
+RUN_FILE = "run.json"
+ITEMS_FILE = "items.jsonl"
+# fields that must not change between a run and its --resume: they change what an item's record means
+FINGERPRINT_FIELDS = (
+    "model_path", "max_tokens", "temperature", "top_p", "eval_repeats", "developer_prompt", "developer_role",
+    "scoring_mode", "math_datasets",
+)  # fmt: skip
+
+
+def score_item(plan: DatasetPlan, index: int, item: dict, completions: list[Completion], config: EvalConfig) -> dict:
+    """The items.jsonl record of one item: every completion scored by ``rg_verl.reward.compute_score``."""
+    strict = config.scoring_mode == "strict"
+    scored = []
+    for completion in completions:
+        parts = reward.compute_score(
+            item["data_source"],
+            completion.text,
+            item["reward_model"]["ground_truth"],
+            item["extra_info"],
+            mode=config.scoring_mode,
+            math_datasets=config.math_datasets,
+        )
+        scored.append(
+            {
+                "model_answer": reward.extract_answer(completion.text, strict=strict),
+                "full_model_response": completion.text,
+                "score": parts["score"],
+                "num_tokens": completion.num_tokens,
+                **{key: value for key, value in parts.items() if key != "score"},
+            }
+        )
+    scores = [c["score"] for c in scored]
+    return {
+        "key": plan.item_key(index),
+        "category": plan.category,
+        "dataset": plan.entry.dataset,
+        "index": index,
+        "question": item["extra_info"]["entry"]["question"],
+        "expected_answer": item["reward_model"]["ground_truth"],
+        "best_score": max(scores),
+        "mean_score": math.fsum(scores) / len(scores),
+        "completions": scored,
+    }
+
+
+def _fingerprint(config: EvalConfig, plans: list[DatasetPlan]) -> dict:
+    return {
+        "settings": {name: getattr(config, name) for name in FINGERPRINT_FIELDS},
+        "datasets": {plan.key: {"seed": plan.entry.seed, "params": plan.entry.params} for plan in plans},
+    }
+
+
+def _check_fingerprint(run_dir: Path, stored: dict, current: dict) -> None:
+    for name, value in current["settings"].items():
+        if name in stored.get("settings", {}) and stored["settings"][name] != value:
+            raise ConfigError(
+                f"{name}: {value!r} differs from {stored['settings'][name]!r} in the run being resumed ({run_dir}); "
+                "set it back, or start a new run without --resume"
+            )
+    for key, value in current["datasets"].items():
+        if key in stored.get("datasets", {}) and stored["datasets"][key] != json.loads(json.dumps(value)):
+            raise ConfigError(
+                f"categories: {key} has seed/params {value} but {stored['datasets'][key]} in the run being resumed "
+                f"({run_dir}); its items would differ: set them back, or start a new run without --resume"
+            )
+
+
+def resolve_run_dir(config: EvalConfig, resume: bool) -> Path:
+    """The run folder: ``run_name`` if set; with ``resume``, the latest ``<config name>_*`` run; else a new one.
+
+    Raises:
+        ConfigError: Without ``resume``, if the named folder already holds results.
+    """
+    output_dir = Path(config.output_dir)
+    if config.run_name:
+        run_dir = output_dir / config.run_name
+    else:
+        own = re.compile(rf"^{re.escape(config.name)}_\d{{8}}_\d{{6}}(_\d+)?$")
+        earlier = [p.parent for p in output_dir.glob(f"*/{RUN_FILE}") if own.match(p.parent.name)] if resume else []
+        earlier.sort(key=lambda p: (p.name[len(config.name) + 1 : len(config.name) + 16], len(p.name), p.name))
+        if earlier:
+            run_dir = earlier[-1]
+        else:
+            if resume:
+                logger.info("no earlier %s run under %s to resume; starting a new one", config.name, output_dir)
+            stamp = datetime.now().strftime("%Y%m%d_%H%M%S")
+            run_dir = output_dir / f"{config.name}_{stamp}"
+            suffix = 1
+            while run_dir.exists():
+                suffix += 1
+                run_dir = output_dir / f"{config.name}_{stamp}_{suffix}"
+    if not resume and (run_dir / ITEMS_FILE).exists():
+        raise ConfigError(
+            f"run_name: {run_dir} already holds results; pass --resume to continue that run, "
+            "or choose another --run-name"
+        )
+    return run_dir
+
+
+def _versions() -> dict[str, str]:
+    versions = {}
+    for package in ("rg-verl", "reasoning-gym", "transformers", "vllm"):
+        try:
+            versions[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return versions
+
+
+def evaluate(config: EvalConfig, *, resume: bool = False, backend: Backend | None = None) -> Path:
+    """Runs (or, with ``resume``, finishes) the evaluation ``config`` describes.
+
+    Args:
+        config: a validated config (:func:`rg_verl.evaluation.config.load_config`).
+        resume: continue the run folder's earlier run, generating only the items it lacks.
+        backend: a ready backend to use instead of building ``config.backend`` (tests, notebooks).
+
+    Returns:
+        The run folder, holding items.jsonl, results.json, summary.md and scores.png.
+
+    Raises:
+        ConfigError: Before any model loads, if the machine lacks what the backend needs, or the
+            run folder does not fit the request (see :func:`resolve_run_dir`).
+    """
+    started = time.time()
+    if backend is None:
+        check_runtime(config)
+    plans = build_plans(config)
+    run_dir = resolve_run_dir(config, resume)
+    fingerprint = _fingerprint(config, plans)
+    run_file = run_dir / RUN_FILE
+    if resume and run_file.exists():
+        stored = json.loads(run_file.read_text())
+        _check_fingerprint(run_dir, stored.get("fingerprint", {}), fingerprint)
+        fingerprint["datasets"] = {**stored.get("fingerprint", {}).get("datasets", {}), **fingerprint["datasets"]}
+        created = stored.get("created", datetime.now().isoformat())
+    else:
+        created = datetime.now().isoformat()
+    write_atomic(run_file, json.dumps({"created": created, "fingerprint": fingerprint}, indent=2, default=str))
+
+    store = ItemStore(run_dir / ITEMS_FILE)
+    done = store.load()
+    pending = [(plan, i) for plan in plans for i in range(len(plan)) if plan.item_key(i) not in done]
+    total = sum(len(plan) for plan in plans)
+    if done:
+        logger.info("resuming %s: %d of %d items already finished", run_dir, total - len(pending), total)
+    if pending:
+        own_backend = backend is None
+        backend = backend or create_backend(config)
+        save_every = config.save_every or getattr(type(backend), "default_save_every", lambda c: 0)(config)
+        save_every = save_every or len(pending)
+        sampling = Sampling(max_tokens=config.max_tokens, temperature=config.temperature, top_p=config.top_p)
+        try:
+            with tqdm(total=len(pending), desc=f"evaluating {config.name}", unit="item") as bar:
+                for start in range(0, len(pending), save_every):
+                    chunk = pending[start : start + save_every]
+                    items = [plan.dataset[i] for plan, i in chunk]
+                    outputs = backend.generate(
+                        [prompt_messages(item, config) for item in items], config.eval_repeats, sampling
+                    )
+                    if len(outputs) != len(items) or any(len(o) != config.eval_repeats for o in outputs):
+                        raise RuntimeError(f"backend {config.backend} returned the wrong number of completions")
+                    store.append(
+                        score_item(plan, i, item, completions, config)
+                        for (plan, i), item, completions in zip(chunk, items, outputs, strict=True)
+                    )
+                    bar.update(len(chunk))
+        finally:
+            if own_backend:
+                backend.close()
+
+    records = store.load()
+    metadata = {
+        "timestamp": created,
+        "model": config.model_path,
+        "backend": config.backend,
+        "duration_seconds": time.time() - started,
+        "max_tokens": config.max_tokens,
+        "temperature": config.temperature,
+        "top_p": config.top_p,
+        "eval_repeats": config.eval_repeats,
+        "k_values": config.k_values,
+        "scoring_mode": config.scoring_mode,
+        "developer_prompt": config.developer_prompt,
+        "developer_role": config.developer_role,
+        "dtype": config.dtype,
+        "config": config.name,
+        "split": "eval",
+        "versions": _versions(),
+    }
+    write_reports(run_dir, build_results(config, plans, records, metadata), config)
+    logger.info("results in %s", run_dir)
+    return run_dir
