@@ -8,7 +8,10 @@ VENV ?= .venv
 TORCH_INDEX ?=
 BIN := $(VENV)/bin
 
-.PHONY: install demo test test-fast bench clean
+.PHONY: install demo test test-fast bench bench-convert clean
+
+# the smoke run's last checkpoint (configs/smoke/cpu.yaml writes it under RG_VERL_OUTPUT, default outputs/)
+SMOKE_CKPT ?= $(or $(RG_VERL_OUTPUT),outputs)/rg_verl_smoke/cpu/global_step_3
 
 install: $(VENV)/.installed
 
@@ -20,8 +23,11 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 	$(BIN)/pip install --no-deps -e .
 	touch $@
 
+# train the smoke config, convert its checkpoint to a Hugging Face model, evaluate that model
 demo: install
 	$(BIN)/python train_grpo.py
+	$(BIN)/python utils/load_fsdp_to_hf.py $(SMOKE_CKPT)/actor $(SMOKE_CKPT) hf --force --verify
+	$(BIN)/python evaluation/evaluate_model.py --config evaluation/configs/smoke.yaml --model-path $(SMOKE_CKPT)/hf
 
 test: install
 	$(BIN)/python -m pytest
@@ -31,6 +37,11 @@ test-fast: install
 
 bench: install
 	$(BIN)/python bench/step_overhead.py
+	$(BIN)/python bench/reward_throughput.py
+	$(BIN)/python bench/eval_batching.py
+
+bench-convert: install
+	$(BIN)/python bench/convert.py
 
 clean:
 	rm -rf $(VENV) outputs rg_verl_smoke

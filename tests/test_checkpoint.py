@@ -24,6 +24,7 @@ from safetensors.torch import load_file, save_file
 
 from rg_verl import checkpoint as ckpt_mod
 from rg_verl.checkpoint import CheckpointError, OutputExistsError, convert_checkpoint, inspect_checkpoint
+from rg_verl.checkpoint import writing as ckpt_writing
 
 REPO = Path(__file__).resolve().parents[1]
 PROMPT = torch.tensor([[3, 17, 254, 99, 512, 7, 1000, 42, 64, 1]])
@@ -503,7 +504,7 @@ def test_interrupted_conversion_leaves_no_output(ckpts, tmp_path, monkeypatch, e
     if existing:
         out.mkdir()
         (out / "keep.txt").write_text("old")
-    real, calls = ckpt_mod._produce, []
+    real, calls = ckpt_writing._produce, []
 
     def failing(ckpt, output, *args):
         calls.append(output.name)
@@ -511,7 +512,7 @@ def test_interrupted_conversion_leaves_no_output(ckpts, tmp_path, monkeypatch, e
             raise KeyboardInterrupt
         yield from real(ckpt, output, *args)
 
-    monkeypatch.setattr(ckpt_mod, "_produce", failing)
+    monkeypatch.setattr(ckpt_writing, "_produce", failing)
     with pytest.raises(KeyboardInterrupt):
         convert_checkpoint(actor(ckpts, "fsdp2_w2"), out, force=existing, progress=False)
     assert len(calls) == 5
