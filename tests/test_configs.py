@@ -307,9 +307,8 @@ def test_every_reward_key_is_a_parameter_of_the_reward_function():
 # --- a real experiment config on CPU -----------------------------------------------------------
 
 
-@pytest.mark.slow
-def test_experiment_config_trains_one_step_on_cpu_with_the_tiny_model(tmp_path):
-    """inter_generalisation/algorithmic_qwen_3b, unchanged but for overrides that shrink it to a CPU."""
+def train_on_cpu(tmp_path, config_dir: str, name: str, steps: int, *extra: str) -> dict[int, dict]:
+    """Train an experiment config, unchanged but for overrides that shrink it to a CPU; metrics per step."""
     from rg_verl.tiny import build_tiny_model
 
     model = build_tiny_model(tmp_path / "model")
@@ -331,24 +330,17 @@ def test_experiment_config_trains_one_step_on_cpu_with_the_tiny_model(tmp_path):
         "reasoning_gym.val_size=4",
         "reward.num_workers=1",
         "actor_rollout_ref.rollout.agent.num_workers=1",
-        # one step, validated, not saved
-        "trainer.total_training_steps=1",
+        # a few steps, validated at the end, not saved
+        f"trainer.total_training_steps={steps}",
         "trainer.val_before_train=false",
-        "trainer.test_freq=1",
+        f"trainer.test_freq={steps}",
         "trainer.save_freq=-1",
         f"trainer.default_local_dir={tmp_path / 'ckpt'}",
         "trainer.logger=[console,file]",
+        *extra,
     ]
     proc = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "train_grpo.py"),
-            "--config-path",
-            "configs/inter_generalisation",
-            "--config-name",
-            "algorithmic_qwen_3b",
-            *overrides,
-        ],
+        [sys.executable, str(REPO / "train_grpo.py"), "--config-path", config_dir, "--config-name", name, *overrides],
         cwd=tmp_path,
         env={**os.environ, "VERL_FILE_LOGGER_PATH": str(metrics)},
         capture_output=True,
@@ -356,14 +348,29 @@ def test_experiment_config_trains_one_step_on_cpu_with_the_tiny_model(tmp_path):
         timeout=900,
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
-    step = {}
-    for row in rows:
-        if row["step"] == 1:
-            step.update(row["data"])
+    steps_seen: dict[int, dict] = {}
+    for row in (json.loads(line) for line in metrics.read_text().splitlines() if line.strip()):
+        steps_seen.setdefault(row["step"], {}).update(row["data"])
+    return steps_seen
+
+
+@pytest.mark.slow
+def test_experiment_config_trains_one_step_on_cpu_with_the_tiny_model(tmp_path):
+    """inter_generalisation/algorithmic_qwen_3b, unchanged but for overrides that shrink it to a CPU."""
+    step = train_on_cpu(tmp_path, "configs/inter_generalisation", "algorithmic_qwen_3b", 1)[1]
     assert step.get("training/global_step") == 1, sorted(step)[:20]
     assert "critic/advantages/mean" in step
     # the rewards came from the config's own datasets
     trained = {key.split("/")[2] for key in step if key.startswith("train/reasoning_gym/")}
     allowed = set(mix(composed(CONFIGS_DIR / "inter_generalisation" / "algorithmic_qwen_3b.yaml"), "datasets"))
     assert trained and trained <= allowed | {"category"}
+
+
+@pytest.mark.slow
+def test_curriculum_config_moves_the_level_on_cpu(tmp_path):
+    """curriculum/knights_knaves_curriculum on the tiny model: with a one-step schedule the level rises each step."""
+    metrics = train_on_cpu(
+        tmp_path, "configs/curriculum", "knights_knaves_curriculum", 2, "reasoning_gym.curriculum.schedule_every=1"
+    )
+    assert metrics[1]["curriculum/knights_knaves/level"] == 1.0
+    assert metrics[2]["curriculum/knights_knaves/level"] == 2.0
