@@ -49,7 +49,7 @@ def adaptive_weights(
     mass = sum(informative.values())
     if mass <= 0:
         return prior
-    return {name: floor * prior[name] + (1 - floor) * informative[name] / mass for name in prior}
+    return {name: floor * prior[name] + (1 - floor) * (informative[name] / mass) for name in prior}
 
 
 class MixState:
