@@ -87,13 +87,37 @@ def ensure_model(config: DictConfig) -> None:
     """Build the tiny local model when the config asks for it and it is not there yet.
 
     Only an absolute path is built; anything else (a hub id, a relative path) is left to verl.
+    The other keys of ``tiny_model`` go to :func:`rg_verl.tiny.ensure_tiny_model` (``seed``,
+    ``hidden_size``, ..., ``warm_start``). A warm start without ``datasets`` or ``system_prompt``
+    draws its prompts like the run does: from ``reasoning_gym.datasets`` and
+    ``reasoning_gym.system_prompt``.
     """
     path = config.actor_rollout_ref.model.path
     if not OmegaConf.select(config, "tiny_model.build_if_missing", default=False) or not os.path.isabs(path):
         return
-    from rg_verl.tiny import ensure_tiny_model
+    import inspect
 
-    ensure_tiny_model(path)
+    from rg_verl.config import ConfigError
+    from rg_verl.tiny import build_tiny_model, ensure_tiny_model, warm_start_options
+
+    options = OmegaConf.to_container(config.tiny_model, resolve=True)
+    options.pop("build_if_missing")
+    valid = [n for n, p in inspect.signature(build_tiny_model).parameters.items() if p.kind is p.KEYWORD_ONLY]
+    unknown = sorted(set(options) - set(valid))
+    if unknown:
+        raise ConfigError(f"tiny_model.{unknown[0]}: unknown key; valid keys: build_if_missing, {', '.join(valid)}")
+    warm_start = options.get("warm_start")
+    if warm_start is not None:
+        rg = OmegaConf.to_container(config.reasoning_gym, resolve=True) if "reasoning_gym" in config else {}
+        if "datasets" not in warm_start and rg.get("datasets"):
+            warm_start["datasets"] = {name: (spec or {}).get("config") or {} for name, spec in rg["datasets"].items()}
+        if "system_prompt" not in warm_start and rg.get("system_prompt"):
+            warm_start["system_prompt"] = rg["system_prompt"]
+        try:
+            warm_start_options(warm_start)
+        except ValueError as error:
+            raise ConfigError(f"tiny_model.{error}") from None
+    ensure_tiny_model(path, **options)
 
 
 def prepare(config: DictConfig) -> None:

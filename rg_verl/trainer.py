@@ -6,9 +6,15 @@ TransferQueue, grouped by ``data_source``, and logs their means next to verl's m
 ``train/<data_source>/<key>``, where key is ``score`` and every extra value our reward returns.
 Training and validation metrics of reasoning-gym datasets also get per-category means
 (``.../reasoning_gym/category/<category>/...``, see :mod:`rg_verl.categories`).
+
+After each step it also draws the training reward curve, verl's logged ``critic/score/mean`` per
+step, into ``trainer.default_local_dir``: ``reward_curve.png`` (see :mod:`rg_verl.plots`), with
+the values in ``reward_curve.json`` so that a resumed run continues the curve.
 """
 
+import json
 import logging
+import os
 from collections import defaultdict
 
 import numpy as np
@@ -18,8 +24,12 @@ from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from rg_verl.categories import category_means
 from rg_verl.dataset import ReasoningGymDataset
+from rg_verl.plots import REWARD_KEY, plot_reward_curve
 
 PREFIX = "reasoning_gym/"
+# written into trainer.default_local_dir after every step
+REWARD_CURVE_PNG = "reward_curve.png"
+REWARD_CURVE_JSON = "reward_curve.json"
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +79,33 @@ class ReasoningGymTrainer(PPOTrainerSync):
             self.train_dataset.update(results)
             metrics.update(self.train_dataset.state.metrics())
         return batch
+
+    def _compute_metrics(self, batch, metrics, timing_raw, global_steps, epoch):
+        # verl's method: fills the step's metrics (critic/score/mean among them) just before it logs them
+        super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)
+        if REWARD_KEY in metrics:
+            self.record_reward(global_steps, float(metrics[REWARD_KEY]))
+
+    def record_reward(self, step: int, reward: float) -> None:
+        """Add a step's mean reward to the curve and redraw it; a failure only logs a warning."""
+        out_dir = self.config.trainer.default_local_dir
+        try:
+            history = getattr(self, "_reward_history", None)
+            if history is None:  # first step of this process: continue the curve of a resumed run
+                history = {}
+                saved = os.path.join(out_dir, REWARD_CURVE_JSON)
+                if os.path.isfile(saved):
+                    with open(saved) as f:
+                        history = {int(k): v for k, v in json.load(f).items() if int(k) < step}
+                self._reward_history = history
+            history[step] = reward
+            os.makedirs(out_dir, exist_ok=True)
+            with open(os.path.join(out_dir, REWARD_CURVE_JSON), "w") as f:
+                json.dump({str(k): v for k, v in sorted(history.items())}, f)
+            title = f"{self.config.trainer.project_name}/{self.config.trainer.experiment_name}: training reward"
+            plot_reward_curve(history, os.path.join(out_dir, REWARD_CURVE_PNG), title=title)
+        except Exception as error:  # a plot must never stop training
+            logger.warning("could not draw the reward curve into %s: %r", out_dir, error)
 
     def _validate(self) -> dict[str, float]:
         # verl's method: runs validation and returns the metrics dict that the trainer then logs
