@@ -3,7 +3,6 @@
 import doctest
 import logging
 import math
-import time
 
 import pytest
 import reasoning_gym
@@ -138,14 +137,15 @@ HOSTILE = [
 
 
 @pytest.mark.parametrize("strict", [False, True])
-def test_hostile_long_inputs_are_fast(strict):
-    start = time.perf_counter()
-    for text in HOSTILE:
-        assert len(text) >= 100_000
-        for _ in range(5):
+def test_hostile_long_inputs_finish(strict):
+    def extract_all():
+        for text in HOSTILE:
+            assert len(text) >= 100_000
             extract_answer(text, strict=strict)
-    # Linear scans take milliseconds here; catastrophic backtracking would take minutes.
-    assert time.perf_counter() - start < 5.0
+
+    # Linear scans take milliseconds here; catastrophic backtracking would take minutes: the call
+    # is given a generous deadline, as verl's reward loop would be.
+    _bounded(extract_all, limit_s=30)
 
 
 # --- scoring -------------------------------------------------------------------------------------
