@@ -40,13 +40,15 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _check_keys(where: str, given: dict, cls: type) -> None:
-    valid = [f.name for f in fields(cls)]
+def check_keys(where: str, given: dict, cls: type, skip: tuple[str, ...] = ()) -> None:
+    """Every key of ``given`` must be a field of dataclass ``cls`` (except ``skip``)."""
+    valid = [f.name for f in fields(cls) if f.name not in skip]
     for key in given:
         if key not in valid:
             close = difflib.get_close_matches(str(key), valid, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ConfigError(f"{where}.{key}: unknown key{hint}; valid keys: {', '.join(valid)}")
+            field_name = f"{where}.{key}" if where else str(key)
+            raise ConfigError(f"{field_name}: unknown key{hint}; valid keys: {', '.join(valid)}")
 
 
 def _number(where: str, value: Any, minimum: float | None = None) -> float:
@@ -95,7 +97,7 @@ def _parse_mix(where: str, section: Any) -> dict[str, DatasetSpec]:
         spec = section[name] or {}
         if not isinstance(spec, dict):
             raise ConfigError(f"{where}.{name}: expected {{weight, config}}, got {spec!r}")
-        _check_keys(f"{where}.{name}", spec, DatasetSpec)
+        check_keys(f"{where}.{name}", spec, DatasetSpec)
         if name not in DATASETS:
             raise dataset_name_error(f"{where}.{name}", name)
         weight = _number(f"{where}.{name}.weight", spec.get("weight", 1.0), minimum=0.0)
@@ -149,7 +151,7 @@ class CurriculumConfig:
         from reasoning_gym.factory import CURRICULA, create_curriculum
 
         section = _plain(section) or {}
-        _check_keys(where, section, cls)
+        check_keys(where, section, cls)
         config = cls(
             enabled=bool(section.get("enabled", cls.enabled)),
             levels={},
@@ -210,7 +212,7 @@ class AdaptiveWeightsConfig:
     @classmethod
     def from_section(cls, section: Any, where: str) -> "AdaptiveWeightsConfig":
         section = _plain(section) or {}
-        _check_keys(where, section, cls)
+        check_keys(where, section, cls)
         floor = _number(f"{where}.floor", section.get("floor", cls.floor), 0.0)
         if floor > 1.0:
             raise ConfigError(f"{where}.floor: {floor} is above 1; set a share in [0, 1]")
@@ -253,7 +255,7 @@ class ReasoningGymConfig:
         section = _plain(section)
         if not isinstance(section, dict):
             raise ConfigError(f"{where}: missing; add a reasoning_gym section with at least 'datasets'")
-        _check_keys(where, section, cls)
+        check_keys(where, section, cls)
         val = section.get("val_datasets") or {}
         prompt = section.get("system_prompt", cls.system_prompt)
         if prompt is not None and not isinstance(prompt, str):
@@ -302,7 +304,7 @@ class RewardConfig:
     @classmethod
     def from_section(cls, section: Any, where: str = "reward.custom_reward_function.reward_kwargs") -> "RewardConfig":
         section = _plain(section) or {}
-        _check_keys(where, section, cls)
+        check_keys(where, section, cls)
         mode = section.get("mode", cls.mode)
         if mode not in MODES:
             raise ConfigError(f"{where}.mode: {mode!r} is not a mode; set one of {', '.join(MODES)}")

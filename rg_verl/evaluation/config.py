@@ -23,7 +23,7 @@ import importlib.util
 import math
 import os
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,7 @@ from omegaconf.errors import OmegaConfBaseException
 from reasoning_gym.factory import DATASETS
 from reasoning_gym.utils import SYSTEM_PROMPTS
 
-from rg_verl.config import MODES, ConfigError, ReasoningGymConfig, check_model_path, dataset_name_error
+from rg_verl.config import MODES, ConfigError, ReasoningGymConfig, check_keys, check_model_path, dataset_name_error
 from rg_verl.evaluation.metrics import default_k_values
 
 __all__ = ["DatasetEntry", "CategoryEntry", "EvalConfig", "load_config", "parse_config", "check_runtime"]
@@ -162,15 +162,6 @@ def _fail(where: str, message: str) -> ConfigError:
     return ConfigError(f"{where}: {message}")
 
 
-def _check_keys(where: str, given: dict, cls: type, skip: tuple[str, ...] = ()) -> None:
-    valid = [f.name for f in fields(cls) if f.name not in skip]
-    for key in given:
-        if key not in valid:
-            close = difflib.get_close_matches(str(key), valid, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise _fail(f"{where}.{key}" if where else str(key), f"unknown key{hint}; valid keys: {', '.join(valid)}")
-
-
 def _int(where: str, value: Any, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise _fail(where, f"{value!r} is not an integer in [{low}, {high}]; set one")
@@ -208,7 +199,7 @@ def _choice(where: str, value: Any, choices: tuple[str, ...]) -> str:
 def _dataset(where: str, data: Any) -> DatasetEntry:
     if not isinstance(data, dict):
         raise _fail(where, f"expected {{dataset, size, seed, params}}, got {data!r}")
-    _check_keys(where, data, DatasetEntry)
+    check_keys(where, data, DatasetEntry)
     name = data.get("dataset")
     if not isinstance(name, str) or name not in DATASETS:
         if not isinstance(name, str):
@@ -244,7 +235,7 @@ def _categories(value: Any) -> list[CategoryEntry]:
         where = f"categories[{i}]"
         if not isinstance(data, dict):
             raise _fail(where, f"expected {{category, datasets}}, got {data!r}")
-        _check_keys(where, data, CategoryEntry)
+        check_keys(where, data, CategoryEntry)
         label = _str(f"{where}.category", data.get("category"))
         datasets = data.get("datasets")
         if not isinstance(datasets, list) or not datasets:
@@ -275,7 +266,7 @@ def parse_config(data: Any, name: str = "eval") -> EvalConfig:
     """
     if not isinstance(data, dict):
         raise _fail("config", f"expected a mapping of fields, got {type(data).__name__}")
-    _check_keys("", data, EvalConfig, skip=("name",))
+    check_keys("", data, EvalConfig, skip=("name",))
     d = EvalConfig  # defaults
     get = data.get
     repeats = _int("eval_repeats", get("eval_repeats", d.eval_repeats), 1, 10**4)
