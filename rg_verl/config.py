@@ -19,6 +19,7 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from reasoning_gym.factory import DATASETS
 
+from rg_verl.math_data import FILE_SUFFIXES, FORMATS, HUB_KEYS, SPLITS, FileSource, LevelCurriculum, MathFileDataset
 from rg_verl.reward_terms import TERMS
 
 # generator seeds of split k lie in [seed + k * SPLIT_STRIDE, seed + (k + 1) * SPLIT_STRIDE)
@@ -28,6 +29,7 @@ DATASET_OFFSET_RANGE = 10**8
 MAX_SPLIT_SIZE = SPLIT_STRIDE - DATASET_OFFSET_RANGE
 MODES = ("strict", "lenient")
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+SOURCE_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*$")
 
 
 class ConfigError(ValueError):
@@ -70,7 +72,8 @@ def dataset_name_error(where: str, name: str) -> ConfigError:
     hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
     return ConfigError(
         f"{where}: unknown reasoning-gym dataset {name!r}.{hint} "
-        "The registered names are the keys of reasoning_gym.factory.DATASETS."
+        "The registered names are the keys of reasoning_gym.factory.DATASETS; "
+        "a dataset read from a file (GSM8K, MATH) needs a 'source'."
     )
 
 
@@ -86,9 +89,76 @@ class DatasetSpec:
 
     weight: float = 1.0
     config: dict = field(default_factory=dict)
+    source: FileSource | None = None
 
 
-def _parse_mix(where: str, section: Any) -> dict[str, DatasetSpec]:
+def _parse_file(where: str, value: Any) -> Any:
+    """One split's file: a local path (checked to exist) or ``{hub, name, split}``."""
+    if isinstance(value, dict):
+        unknown = [key for key in value if key not in HUB_KEYS]
+        if unknown or not isinstance(value.get("hub"), str) or not isinstance(value.get("split"), str):
+            raise ConfigError(
+                f"{where}: {value!r} is not a hub source; set {{hub: org/name, name: config, split: train}} "
+                "(name is optional) or a local file path"
+            )
+        return dict(value)
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{where}: {value!r} is not a file; set a local {'/'.join(FILE_SUFFIXES)} path")
+    if not value.endswith(FILE_SUFFIXES):
+        raise ConfigError(f"{where}: {value!r} is not a {', '.join(FILE_SUFFIXES)} file; convert it or point to one")
+    if not os.path.isfile(value):
+        raise ConfigError(
+            f"{where}: {value!r} does not exist; download the dataset (README: Math datasets) "
+            "or point this field at your copy"
+        )
+    return value
+
+
+def _parse_level_filter(where: str, layout: str, config: dict) -> None:
+    """The ``config`` of a file dataset: only its format's keys (``math``: min/max level, types)."""
+    for key in config:
+        if key not in FORMATS[layout].config_keys:
+            valid = ", ".join(FORMATS[layout].config_keys) or "none"
+            raise ConfigError(f"{where}.{key}: unknown key for format {layout!r}; valid keys: {valid}")
+    for key in ("min_level", "max_level"):
+        if key in config:
+            _integer(f"{where}.{key}", config[key], 0, 100)
+    if config.get("min_level", 0) > config.get("max_level", 100):
+        raise ConfigError(f"{where}: min_level {config['min_level']} exceeds max_level {config['max_level']}")
+    types = config.get("types")
+    if types is not None and (not isinstance(types, list) or not all(isinstance(t, str) for t in types)):
+        raise ConfigError(f"{where}.types: {types!r} is not a list of names; set e.g. [Algebra, Geometry]")
+
+
+def _parse_source(where: str, name: str, spec: dict, splits: tuple[str, ...]) -> FileSource:
+    """The ``source`` of mix entry ``where``; its file of each split in ``splits`` is read here, so
+    a missing column or an empty filter fails before training starts."""
+    section, config = spec["source"], dict(spec.get("config") or {})
+    if not isinstance(section, dict):
+        raise ConfigError(f"{where}.source: expected {{format, train, val, eval}}, got {section!r}")
+    if not SOURCE_NAME.match(name):
+        raise ConfigError(f"{where}: {name!r} cannot name a file dataset; use letters, digits, '_', '.', '-'")
+    unknown = [key for key in section if key not in ("format", *SPLITS)]
+    if unknown:
+        raise ConfigError(f"{where}.source.{unknown[0]}: unknown key; valid keys: format, {', '.join(SPLITS)}")
+    layout = section.get("format")
+    if layout not in FORMATS:
+        raise ConfigError(f"{where}.source.format: {layout!r} is not a layout; set one of {', '.join(FORMATS)}")
+    _parse_level_filter(f"{where}.config", layout, config)
+    files = {split: _parse_file(f"{where}.source.{split}", section[split]) for split in SPLITS if section.get(split)}
+    source = FileSource(format=layout, files=files)
+    for split in splits:
+        if source.file(split) is None:
+            raise ConfigError(f"{where}.source.{split}: missing; set the {split} file of dataset {name!r}")
+        try:
+            MathFileDataset(name, source, split, config)
+        except ValueError as error:
+            raise ConfigError(f"{where}.source.{split}: {error}") from None
+    return source
+
+
+def _parse_mix(where: str, section: Any, splits: tuple[str, ...] = ()) -> dict[str, DatasetSpec]:
+    """A mix: reasoning-gym datasets, and file datasets (with a ``source``) checked for ``splits``."""
     section = _plain(section)
     if not isinstance(section, dict) or not section:
         raise ConfigError(f"{where}: needs at least one dataset, e.g. {{chain_sum: {{weight: 1.0}}}}")
@@ -98,10 +168,14 @@ def _parse_mix(where: str, section: Any) -> dict[str, DatasetSpec]:
         if not isinstance(spec, dict):
             raise ConfigError(f"{where}.{name}: expected {{weight, config}}, got {spec!r}")
         check_keys(f"{where}.{name}", spec, DatasetSpec)
-        if name not in DATASETS:
-            raise dataset_name_error(f"{where}.{name}", name)
         weight = _number(f"{where}.{name}.weight", spec.get("weight", 1.0), minimum=0.0)
         config = dict(spec.get("config") or {})
+        if spec.get("source") is not None:
+            source = _parse_source(f"{where}.{name}", name, spec, splits)
+            mix[name] = DatasetSpec(weight=weight, config=config, source=source)
+            continue
+        if name not in DATASETS:
+            raise dataset_name_error(f"{where}.{name}", name)
         for reserved in ("seed", "size"):
             if reserved in config:
                 raise ConfigError(
@@ -171,6 +245,10 @@ class CurriculumConfig:
         for name, levels in (section.get("levels") or {}).items():
             if name not in mix:
                 raise ConfigError(f"{where}.levels.{name}: not in reasoning_gym.datasets; add it there or remove it")
+            if mix[name].source is not None:
+                _check_file_levels(f"{where}.levels.{name}", mix[name], levels)
+                config.levels[name] = dict(levels or {})
+                continue
             if name not in CURRICULA:
                 raise ConfigError(f"{where}.levels.{name}: reasoning-gym has no curriculum for this dataset")
             attributes = create_curriculum(name).attributes
@@ -186,6 +264,17 @@ class CurriculumConfig:
         if config.enabled and not config.levels:
             raise ConfigError(f"{where}.levels: the curriculum is enabled but lists no dataset; add levels")
         return config
+
+
+def _check_file_levels(where: str, spec: DatasetSpec, levels: Any) -> None:
+    """Curriculum levels of a file dataset: ``{max_level: start}``, a level value (MATH: 1-5)."""
+    if not FORMATS[spec.source.format].has_levels:
+        raise ConfigError(f"{where}: format {spec.source.format!r} has no difficulty level to follow; remove it")
+    low, high = LevelCurriculum.level_range(spec.config)
+    for attribute, level in (levels or {}).items():
+        if attribute not in ("*", LevelCurriculum.ATTRIBUTE):
+            raise ConfigError(f"{where}.{attribute}: unknown attribute; valid: {LevelCurriculum.ATTRIBUTE}")
+        _integer(f"{where}.{attribute}", level, low, high)
 
 
 @dataclass
@@ -251,7 +340,10 @@ class ReasoningGymConfig:
     adaptive_weights: AdaptiveWeightsConfig = field(default_factory=AdaptiveWeightsConfig)
 
     @classmethod
-    def from_section(cls, section: Any, where: str = "reasoning_gym") -> "ReasoningGymConfig":
+    def from_section(
+        cls, section: Any, where: str = "reasoning_gym", splits: tuple[str, ...] = ("train", "val")
+    ) -> "ReasoningGymConfig":
+        """Parse and check the section; the files of file datasets are read for each of ``splits``."""
         section = _plain(section)
         if not isinstance(section, dict):
             raise ConfigError(f"{where}: missing; add a reasoning_gym section with at least 'datasets'")
@@ -260,10 +352,13 @@ class ReasoningGymConfig:
         prompt = section.get("system_prompt", cls.system_prompt)
         if prompt is not None and not isinstance(prompt, str):
             raise ConfigError(f"{where}.system_prompt: {prompt!r} is not text; set a SYSTEM_PROMPTS key or text")
-        datasets = _parse_mix(f"{where}.datasets", section.get("datasets"))
+        # the training mix serves the other splits too when there is no validation mix
+        train_splits = tuple(s for s in splits if s == "train" or not val)
+        datasets = _parse_mix(f"{where}.datasets", section.get("datasets"), train_splits)
+        val_splits = tuple(s for s in splits if s != "train")
         return cls(
             datasets=datasets,
-            val_datasets=_parse_mix(f"{where}.val_datasets", val) if val else {},
+            val_datasets=_parse_mix(f"{where}.val_datasets", val, val_splits) if val else {},
             seed=_integer(f"{where}.seed", section.get("seed", cls.seed), 0, SPLIT_STRIDE - 1),
             train_size=_integer(f"{where}.train_size", section.get("train_size", cls.train_size), 1, MAX_SPLIT_SIZE),
             val_size=_integer(f"{where}.val_size", section.get("val_size", cls.val_size), 1, MAX_SPLIT_SIZE),

@@ -4,7 +4,8 @@ The training dataset owns one :class:`MixState`. After every step the trainer ha
 dataset's results (1.0 = solved, 0.0 = not), and it decides:
 
 - **Levels** (``reasoning_gym.curriculum``), with reasoning-gym's own curricula
-  (``reasoning_gym.factory.create_curriculum``). A dataset's success rate is the mean of its
+  (``reasoning_gym.factory.create_curriculum``), or, for a file dataset such as MATH, its maximum
+  difficulty level (``rg_verl.math_data.LevelCurriculum``). A dataset's success rate is the mean of its
   last ``last_k`` results. Once the window holds ``min_samples`` results, a rate at or above
   ``success_threshold`` raises every attribute one level (``increment_global_level``), a rate at
   or below ``failure_threshold`` lowers it, and the window is cleared so that the next decision
@@ -22,6 +23,7 @@ from collections import deque
 from reasoning_gym.factory import create_curriculum
 
 from rg_verl.config import AdaptiveWeightsConfig, CurriculumConfig, DatasetSpec
+from rg_verl.math_data import LevelCurriculum
 
 
 def adaptive_weights(
@@ -68,7 +70,11 @@ class MixState:
         self.curricula = {}
         if curriculum.enabled:
             for name, levels in curriculum.levels.items():
-                self.curricula[name] = create_curriculum(name)
+                spec = mix[name]
+                if spec.source is None:
+                    self.curricula[name] = create_curriculum(name)
+                else:  # a file dataset's maximum difficulty level
+                    self.curricula[name] = LevelCurriculum(*LevelCurriculum.level_range(spec.config))
                 self._set_levels(name, levels)
         window = max(curriculum.last_k if curriculum.enabled else 0, adaptive.window if adaptive.enabled else 0, 1)
         self.results = {name: deque(maxlen=window) for name in mix}

@@ -63,11 +63,27 @@ from rg_verl.config import (
     ReasoningGymConfig,
 )
 from rg_verl.curriculum import MixState
+from rg_verl.math_data import DATA_SOURCE_PREFIX as FILE_PREFIX
+from rg_verl.math_data import MathFileDataset
 
-__all__ = ["ReasoningGymDataset", "parse_data_files", "split_seed", "dataset_seed", "to_json_safe"]
+__all__ = ["ReasoningGymDataset", "parse_data_files", "split_seed", "dataset_seed", "to_json_safe", "source_name"]
 
 URI_PREFIX = "reasoning_gym://"
 SPLITS = ("train", "val", "eval")
+# data_source of an item: reasoning_gym/<dataset> for generated items, math/<name> for file items
+RG_PREFIX = "reasoning_gym/"
+
+
+def source_name(data_source: str) -> str | None:
+    """The mix entry an item's ``data_source`` names, or None for a foreign source.
+
+    >>> source_name("reasoning_gym/chain_sum"), source_name("math/gsm8k"), source_name("openai/gsm8k")
+    ('chain_sum', 'gsm8k', None)
+    """
+    for prefix in (RG_PREFIX, FILE_PREFIX):
+        if data_source.startswith(prefix):
+            return data_source[len(prefix) :]
+    return None
 
 
 def parse_data_files(data_files: Any) -> str:
@@ -159,7 +175,7 @@ class ReasoningGymDataset(Dataset):
         self.tokenizer = tokenizer
         self.processor = processor
         section = config.get("reasoning_gym") if config is not None else None
-        settings = ReasoningGymConfig.from_section(section, where="data.reasoning_gym")
+        settings = ReasoningGymConfig.from_section(section, where="data.reasoning_gym", splits=(self.split,))
         self.base_seed = settings.seed
         self.split_seed = split_seed(self.base_seed, self.split)
         self.size = settings.size(self.split)
@@ -204,8 +220,11 @@ class ReasoningGymDataset(Dataset):
         self._set_weights(self.state.weights)
 
     def _build(self, name: str):
-        """The reasoning-gym dataset ``name`` for this split, at its current curriculum level."""
-        config = self.state.dataset_config(name, self.mix[name].config)
+        """Dataset ``name`` of this split at its current curriculum level: generated, or read from its file."""
+        spec = self.mix[name]
+        config = self.state.dataset_config(name, spec.config)
+        if spec.source is not None:
+            return MathFileDataset(name, spec.source, self.split, config)
         return create_dataset(name, **config, seed=dataset_seed(self.base_seed, self.split, name), size=self.size)
 
     def __len__(self) -> int:
@@ -225,6 +244,7 @@ class ReasoningGymDataset(Dataset):
         name = self.pick(index)
         dataset = self.datasets[name]
         entry = to_json_safe(dataset[index])
+        prefix = FILE_PREFIX if self.mix[name].source is not None else RG_PREFIX
         answer = entry.get("answer")
 
         messages = []
@@ -233,7 +253,7 @@ class ReasoningGymDataset(Dataset):
         messages.append({"role": "user", "content": str(entry["question"])})
         return {
             "raw_prompt": messages,
-            "data_source": f"reasoning_gym/{name}",
+            "data_source": f"{prefix}{name}",
             "reward_model": {"style": "rule", "ground_truth": "" if answer is None else str(answer)},
             "extra_info": {
                 "split": self.split,

@@ -1,8 +1,12 @@
-"""Reward for reasoning-gym items (verl ``reward.custom_reward_function``).
+"""Reward for reasoning-gym and file math items (verl ``reward.custom_reward_function``).
 
 verl calls ``compute_score(data_source=..., solution_str=..., ground_truth=...,
 extra_info=..., **reward_kwargs)``; ``reward.custom_reward_function.reward_kwargs``
-arrive as keyword arguments (e.g. ``strict: true``).
+arrive as keyword arguments (e.g. ``mode: strict``).
+
+Items of ``reasoning_gym/<dataset>`` are scored by the dataset's own reasoning-gym scorer;
+items of ``math/<name>`` (GSM8K, MATH, see ``rg_verl.math_data``) by math-verify's
+equivalence with the reference answer.
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ from reasoning_gym.factory import get_score_answer_fn
 
 from rg_verl.bounded import Status, call_bounded
 from rg_verl.expression_guard import SYMPY_PARSED, is_plain_expression
-from rg_verl.math_answer import math_equal_status
+from rg_verl.math_answer import last_boxed, math_equal_status
+from rg_verl.math_data import DATA_SOURCE_PREFIX as FILE_PREFIX
 from rg_verl.reward_terms import TERMS, Response, check_terms, revised_answers, self_correction_term
 
 __all__ = ["compute_score", "extract_answer"]
@@ -151,16 +156,16 @@ def score_in_worker(name: str, answer: str, entry: dict) -> float:
     return float(_scorer(name)(answer, entry))
 
 
-def _correctness(name: str, answer: str | None, entry: dict, math_datasets: frozenset = frozenset()) -> tuple[float, bool]:
-    """(score in [0, 1], whether scoring failed) of ``answer`` for a reasoning-gym entry.
+def _correctness(name: str, answer: str | None, entry: dict, by_math: bool = False) -> tuple[float, bool]:
+    """(score in [0, 1], whether scoring failed) of ``answer`` for an entry of dataset ``name``.
 
-    Datasets in ``math_datasets`` are scored by math-verify's equivalence with the entry's answer.
+    With ``by_math`` the answer is scored by math-verify's equivalence with the entry's answer.
     Scorers that parse with sympy get only plain expressions (``rg_verl.expression_guard``) and
     run in a worker that is killed after :data:`SCORE_TIMEOUT_S`; the rest run here.
     """
     if answer is None:
         return 0.0, False
-    if name in math_datasets:
+    if by_math:
         score, status = math_equal_status(answer, str(entry.get("answer", "")), timeout=SCORE_TIMEOUT_S)
         return score, status != Status.OK
     if name in SYMPY_PARSED:
@@ -196,13 +201,16 @@ def compute_score(
     verl passes ``reward.custom_reward_function.reward_kwargs`` as keyword arguments.
 
     Args:
-        data_source: ``"reasoning_gym/<dataset name>"``.
+        data_source: ``"reasoning_gym/<dataset name>"``, or ``"math/<name>"`` for a file math
+            item (scored by math-verify).
         solution_str: The decoded response.
         ground_truth: The reference answer (used only if ``extra_info`` lacks ``entry``).
         extra_info: The item's ``extra_info``; ``extra_info["entry"]`` is the
-            reasoning-gym entry the scorer needs.
+            entry the scorer needs.
         mode: Which extraction the reward uses: ``"strict"`` or ``"lenient"``
-            (see :func:`extract_answer`). Both are always reported.
+            (see :func:`extract_answer`). Both are always reported. For ``math/`` items,
+            a response without an answer block falls back, in lenient mode, to its last
+            ``\\boxed{}``, the convention of math models.
         terms: ``{term name: weight}`` of extra terms (see ``rg_verl.reward_terms``).
         tokenizer_path: Tokenizer for response lengths in tokens (``length`` and ``cosine``).
         max_response_length: The response budget in tokens the length terms are relative to.
@@ -230,29 +238,40 @@ def compute_score(
     if {"length", "cosine"} & set(weights) and not (tokenizer_path and max_response_length):
         raise ValueError("the length and cosine reward terms need reward_kwargs.tokenizer_path and max_response_length")
     data_source = str(data_source)
-    if not data_source.startswith(DATA_SOURCE_PREFIX):
-        raise ValueError(f"Unsupported data_source {data_source!r}: expected '{DATA_SOURCE_PREFIX}<dataset name>'")
-    name = data_source[len(DATA_SOURCE_PREFIX) :]
-    try:
-        _scorer(name)
-    except Exception:  # reasoning-gym raises ValueError, or asserts (composite)
-        raise ValueError(f"Unsupported data_source {data_source!r}: unknown reasoning-gym dataset {name!r}") from None
+    from_file = data_source.startswith(FILE_PREFIX) and len(data_source) > len(FILE_PREFIX)
+    if from_file:
+        name = data_source[len(FILE_PREFIX) :]
+    elif data_source.startswith(DATA_SOURCE_PREFIX):
+        name = data_source[len(DATA_SOURCE_PREFIX) :]
+        try:
+            _scorer(name)
+        except Exception:  # reasoning-gym raises ValueError, or asserts (composite)
+            raise ValueError(
+                f"Unsupported data_source {data_source!r}: unknown reasoning-gym dataset {name!r}"
+            ) from None
+    else:
+        raise ValueError(
+            f"Unsupported data_source {data_source!r}: expected '{DATA_SOURCE_PREFIX}<dataset name>' "
+            f"or '{FILE_PREFIX}<name>'"
+        )
     text = solution_str if isinstance(solution_str, str) else ""
     entry = _entry(name, extra_info, ground_truth)
-    math_names = frozenset(math_datasets or ())
+    by_math = from_file or name in (math_datasets or ())
 
     strict_answer = extract_answer(text, strict=True)
     lenient_answer = extract_answer(text, strict=False)
-    correct_strict, failed_strict = _correctness(name, strict_answer, entry, math_names)
+    if lenient_answer is None and from_file:
+        lenient_answer = last_boxed(text)
+    correct_strict, failed_strict = _correctness(name, strict_answer, entry, by_math)
     if lenient_answer == strict_answer:
         correct_lenient, failed_lenient = correct_strict, failed_strict
     else:
-        correct_lenient, failed_lenient = _correctness(name, lenient_answer, entry, math_names)
+        correct_lenient, failed_lenient = _correctness(name, lenient_answer, entry, by_math)
     answer, correctness = (strict_answer, correct_strict) if mode == "strict" else (lenient_answer, correct_lenient)
 
     answers = revised_answers(text)
     earlier = [a for a in answers[:-1] if a != (answers[-1] if answers else None)][-MAX_EARLIER_ANSWERS:]
-    earlier_correct = tuple(_correctness(name, a, entry, math_names)[0] >= 1.0 for a in earlier)
+    earlier_correct = tuple(_correctness(name, a, entry, by_math)[0] >= 1.0 for a in earlier)
 
     num_tokens = max_tokens = 0
     if tokenizer_path and max_response_length:

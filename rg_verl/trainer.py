@@ -23,10 +23,9 @@ from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from rg_verl.categories import category_means
-from rg_verl.dataset import ReasoningGymDataset
+from rg_verl.dataset import ReasoningGymDataset, source_name
 from rg_verl.plots import REWARD_KEY, plot_reward_curve
 
-PREFIX = "reasoning_gym/"
 # written into trainer.default_local_dir after every step
 REWARD_CURVE_PNG = "reward_curve.png"
 REWARD_CURVE_JSON = "reward_curve.json"
@@ -74,8 +73,9 @@ class ReasoningGymTrainer(PPOTrainerSync):
             # the curriculum sees each sample's success; new levels apply from the next batch
             results = defaultdict(list)
             for source, info in zip(data_sources, infos, strict=True):
-                if source.startswith(PREFIX):
-                    results[source[len(PREFIX) :]].append(float(info.get("accuracy", 0.0)))
+                name = source_name(source)
+                if name is not None:
+                    results[name].append(float(info.get("accuracy", 0.0)))
             self.train_dataset.update(results)
             metrics.update(self.train_dataset.state.metrics())
         return batch

@@ -1,0 +1,335 @@
+"""GSM8K and MATH from files: items in the same entry format as reasoning-gym's.
+
+A mix entry of ``reasoning_gym.datasets`` with a ``source`` reads its items from a file
+instead of generating them::
+
+    reasoning_gym:
+      datasets:
+        gsm8k:
+          source:
+            format: gsm8k                      # the file's column layout: gsm8k or math
+            train: data/gsm8k/train.parquet    # a local .parquet, .jsonl or .json file ...
+            val: data/gsm8k/test.parquet
+            # ... or datasets.load_dataset(hub, name, split=split), where a hub is reachable:
+            # train: {hub: openai/gsm8k, name: main, split: train}
+        math:
+          source: {format: math, train: data/math/train.jsonl, val: data/math/test.jsonl}
+          config: {min_level: 1, max_level: 5, types: [Algebra, Prealgebra]}
+
+The two layouts are the public datasets' own:
+
+- ``gsm8k`` (``openai/gsm8k``): ``question``, ``answer``. The reference is the text after the
+  last ``####`` of ``answer``, without thousands separators.
+- ``math`` (``hendrycks/competition_math``, ``EleutherAI/hendrycks_math``, ``MATH-500``):
+  ``problem``, ``solution``, ``level`` (``"Level 3"`` or ``3``), ``type`` (or ``subject``). The
+  reference is the content of the last ``\\boxed{}`` of ``solution`` (else an ``answer`` column).
+  Rows without a reference are skipped. ``config`` filters by ``min_level``/``max_level`` and
+  ``types``; rows whose level is unknown are kept only without a level filter.
+
+Each entry is ``{"question", "answer", "metadata": {...}}``, like a reasoning-gym entry, so the
+dataset, the reward and the evaluator handle both alike. Its data source is ``math/<name>``,
+scored by math-verify's equivalence (``rg_verl.math_answer``). ``eval`` defaults to ``val``.
+Item ``i`` of a split is row ``i mod n`` of the filtered rows.
+
+The difficulty curriculum (:class:`LevelCurriculum`) raises the maximum level over training.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+from rg_verl.math_answer import gsm8k_reference, last_boxed
+
+__all__ = [
+    "CATEGORY",
+    "DATA_SOURCE_PREFIX",
+    "FORMATS",
+    "FileSource",
+    "LevelCurriculum",
+    "MathFileDataset",
+    "gsm8k_entry",
+    "math_entry",
+    "read_rows",
+]
+
+DATA_SOURCE_PREFIX = "math/"
+CATEGORY = "math"
+SPLITS = ("train", "val", "eval")
+FILE_SUFFIXES = (".parquet", ".jsonl", ".json")
+HUB_KEYS = ("hub", "name", "split")
+_LEVEL = re.compile(r"^\s*(?:level\s*)?(\d+)\s*$", re.IGNORECASE)
+
+
+class SourceError(ValueError):
+    """A file source that cannot be read or has the wrong layout; the message names the file."""
+
+
+def parse_level(value: Any) -> int | None:
+    """MATH's difficulty as an int: ``"Level 3"``, ``"3"`` and ``3`` give 3; ``"Level ?"`` gives None.
+
+    >>> parse_level("Level 4"), parse_level(2), parse_level("Level ?")
+    (4, 2, None)
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    match = _LEVEL.match(value) if isinstance(value, str) else None
+    return int(match.group(1)) if match else None
+
+
+def gsm8k_entry(row: dict, index: int) -> dict | None:
+    """A GSM8K row (``question``, ``answer``) as an entry; None when the answer has no ``####``."""
+    solution = str(row["answer"])
+    if "####" not in solution:
+        return None
+    return {
+        "question": str(row["question"]),
+        "answer": gsm8k_reference(solution),
+        "metadata": {"row": index, "solution": solution},
+    }
+
+
+def math_entry(row: dict, index: int) -> dict | None:
+    """A MATH row (``problem``, ``solution``, ``level``, ``type``) as an entry; None without a reference."""
+    solution = str(row["solution"])
+    answer = last_boxed(solution)
+    if answer is None and row.get("answer") is not None:
+        answer = str(row["answer"])
+    if answer is None or not answer.strip():
+        return None
+    return {
+        "question": str(row["problem"]),
+        "answer": answer.strip(),
+        "metadata": {
+            "row": index,
+            "solution": solution,
+            "level": parse_level(row.get("level")),
+            "type": row.get("type", row.get("subject")),
+        },
+    }
+
+
+@dataclass(frozen=True)
+class Format:
+    """A column layout: the columns a row must have, and how a row becomes an entry."""
+
+    columns: tuple[str, ...]
+    to_entry: Callable[[dict, int], dict | None]
+    # keys of the mix entry's ``config`` this format understands
+    config_keys: tuple[str, ...] = ()
+    # whether entries carry a difficulty level (``metadata.level``) that a curriculum can use
+    has_levels: bool = False
+
+
+FORMATS = {
+    "gsm8k": Format(columns=("question", "answer"), to_entry=gsm8k_entry),
+    "math": Format(
+        columns=("problem", "solution"),
+        to_entry=math_entry,
+        config_keys=("min_level", "max_level", "types"),
+        has_levels=True,
+    ),
+}
+
+
+def _read_json(path: str) -> list[dict]:
+    with open(path, encoding="utf-8") as f:
+        if path.endswith(".jsonl"):
+            rows = []
+            for number, line in enumerate(f, 1):
+                if line.strip():
+                    try:
+                        rows.append(json.loads(line))
+                    except ValueError as error:
+                        raise SourceError(f"{path}: line {number} is not JSON ({error})") from None
+            return rows
+        try:
+            data = json.load(f)
+        except ValueError as error:
+            raise SourceError(f"{path}: not a JSON file ({error})") from None
+    if isinstance(data, dict) and isinstance(data.get("data"), list):
+        data = data["data"]
+    if not isinstance(data, list):
+        raise SourceError(f"{path}: expected a JSON list of rows (or JSON lines)")
+    return data
+
+
+@functools.lru_cache(maxsize=16)
+def _cached_rows(key: str) -> tuple[dict, ...]:
+    source = json.loads(key)
+    if isinstance(source, dict):
+        try:
+            import datasets
+        except ImportError:  # pragma: no cover - verl depends on datasets
+            raise SourceError("hub sources need the 'datasets' package: pip install datasets") from None
+        try:
+            table = datasets.load_dataset(source["hub"], source.get("name"), split=source["split"])
+        except Exception as error:  # network, unknown dataset or split: the message says which
+            raise SourceError(f"datasets.load_dataset{tuple(source.values())} failed: {error}") from None
+        return tuple(dict(row) for row in table)
+    path = source
+    if not os.path.isfile(path):
+        raise SourceError(f"{path}: no such file")
+    if path.endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        try:
+            return tuple(pq.read_table(path).to_pylist())
+        except Exception as error:  # pyarrow raises several types for a corrupt file
+            raise SourceError(f"{path}: not a readable parquet file ({error})") from None
+    if path.endswith((".jsonl", ".json")):
+        return tuple(_read_json(path))
+    raise SourceError(f"{path}: unsupported file type; use {', '.join(FILE_SUFFIXES)}")
+
+
+def read_rows(source: str | dict) -> tuple[dict, ...]:
+    """The rows of a local file (``.parquet``, ``.jsonl``, ``.json``) or of a hub dataset split.
+
+    Args:
+        source: a path, or ``{hub, name, split}`` for ``datasets.load_dataset(hub, name, split=split)``.
+
+    Returns:
+        The rows as dicts. Reads each source once per process.
+
+    Raises:
+        SourceError: naming the file, if it is missing, unreadable or of an unsupported type.
+    """
+    return _cached_rows(json.dumps(source, sort_keys=True))
+
+
+@dataclass
+class FileSource:
+    """The ``source`` of a mix entry: a column layout and one file (or hub split) per split.
+
+    Args:
+        format: a key of :data:`FORMATS`.
+        files: split -> a path or ``{hub, name, split}``; ``eval`` falls back to ``val``.
+    """
+
+    format: str
+    files: dict[str, Any] = field(default_factory=dict)
+
+    def file(self, split: str) -> Any:
+        if split == "eval" and "eval" not in self.files:
+            split = "val"
+        return self.files.get(split)
+
+
+class MathFileDataset:
+    """The entries of one split of a file source, filtered by difficulty and type.
+
+    Args:
+        name: the mix entry's name (the data source is ``math/<name>``).
+        source: the :class:`FileSource`.
+        split: ``train``, ``val`` or ``eval``.
+        config: the mix entry's ``config``: for ``math``, ``min_level``, ``max_level``, ``types``.
+
+    Raises:
+        SourceError: if the split has no file, the file lacks the layout's columns, or no row
+            is left after filtering. The message names the file and the fix.
+    """
+
+    category = CATEGORY
+
+    def __init__(self, name: str, source: FileSource, split: str, config: dict | None = None):
+        self.name = name
+        file = source.file(split)
+        if file is None:
+            raise SourceError(f"dataset {name!r} has no {split} file; set reasoning_gym.datasets.{name}.source.{split}")
+        layout = FORMATS[source.format]
+        rows = read_rows(file)
+        label = file if isinstance(file, str) else f"hub {file.get('hub')}"
+        if rows:
+            missing = [c for c in layout.columns if c not in rows[0]]
+            if missing:
+                raise SourceError(
+                    f"{label}: no column {', '.join(map(repr, missing))} for format {source.format!r} "
+                    f"(it has {', '.join(map(repr, rows[0]))}); expected {', '.join(layout.columns)}"
+                )
+        config = dict(config or {})
+        min_level, max_level = config.get("min_level"), config.get("max_level")
+        types = set(config["types"]) if config.get("types") else None
+        entries = []
+        for index, row in enumerate(rows):
+            entry = layout.to_entry(row, index)
+            if entry is None:
+                continue
+            level = entry["metadata"].get("level")
+            if (min_level is not None or max_level is not None) and level is None:
+                continue
+            if min_level is not None and level < min_level or max_level is not None and level > max_level:
+                continue
+            if types is not None and entry["metadata"].get("type") not in types:
+                continue
+            entries.append(entry)
+        if not entries:
+            raise SourceError(
+                f"{label}: no usable row for dataset {name!r} (of {len(rows)} rows) with config {config}; "
+                "check the file's format and the level/type filters"
+            )
+        self.entries = entries
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __getitem__(self, index: int) -> dict:
+        return self.entries[index % len(self.entries)]
+
+
+class LevelCurriculum:
+    """A curriculum over a file dataset's difficulty: one attribute, ``max_level``.
+
+    Its levels are the difficulty values themselves (MATH: 1 to 5), from the entry's
+    ``config.min_level`` to ``config.max_level``: the starting maximum level is set in
+    ``reasoning_gym.curriculum.levels.<name>.max_level`` and the final one is
+    ``config.max_level``. It offers the methods of reasoning-gym's curricula that
+    ``rg_verl.curriculum.MixState`` uses.
+    """
+
+    ATTRIBUTE = "max_level"
+    # MATH's levels, used where the config sets no bound
+    DEFAULT_RANGE = (1, 5)
+
+    @classmethod
+    def level_range(cls, config: dict) -> tuple[int, int]:
+        """The (lowest, highest) maximum level a dataset with this ``config`` can reach."""
+        return config.get("min_level", cls.DEFAULT_RANGE[0]), config.get("max_level", cls.DEFAULT_RANGE[1])
+
+    def __init__(self, min_level: int = 1, max_level: int = 5):
+        self.levels = list(range(min_level, max_level + 1))
+        self.attributes = {self.ATTRIBUTE: SimpleNamespace(levels=self.levels)}
+        self.current = self.levels[0]
+
+    def _set(self, value: int) -> bool:
+        value = min(max(value, self.levels[0]), self.levels[-1])
+        moved, self.current = value != self.current, value
+        return moved
+
+    def set_global_level(self, value: int) -> None:
+        self._set(value)
+
+    def set_attr_level(self, attribute: str, value: int) -> None:
+        self._set(value)
+
+    def get_attr_level(self, attribute: str) -> int:
+        return self.current
+
+    def get_max_level(self) -> int:
+        return self.current
+
+    def increment_global_level(self) -> bool:
+        return self._set(self.current + 1)
+
+    def decrement_global_level(self) -> bool:
+        return self._set(self.current - 1)
+
+    def generate_configuration(self, defaults: dict | None = None) -> SimpleNamespace:
+        return SimpleNamespace(**{**(defaults or {}), self.ATTRIBUTE: self.current})
