@@ -12,10 +12,11 @@ A GPU run with vLLM loads neither.
 
 import logging
 import os
+import sys
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from rg_verl.config import validate
+from rg_verl.config import ConfigError, validate
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +98,6 @@ def ensure_model(config: DictConfig) -> None:
         return
     import inspect
 
-    from rg_verl.config import ConfigError
     from rg_verl.tiny import build_tiny_model, ensure_tiny_model, warm_start_options
 
     options = OmegaConf.to_container(config.tiny_model, resolve=True)
@@ -110,7 +110,11 @@ def ensure_model(config: DictConfig) -> None:
     if warm_start is not None:
         rg = OmegaConf.to_container(config.reasoning_gym, resolve=True) if "reasoning_gym" in config else {}
         if "datasets" not in warm_start and rg.get("datasets"):
-            warm_start["datasets"] = {name: (spec or {}).get("config") or {} for name, spec in rg["datasets"].items()}
+            warm_start["datasets"] = {  # the generated datasets; file datasets have no generator
+                name: (spec or {}).get("config") or {}
+                for name, spec in rg["datasets"].items()
+                if not (spec or {}).get("source")
+            }
         if "system_prompt" not in warm_start and rg.get("system_prompt"):
             warm_start["system_prompt"] = rg["system_prompt"]
         try:
@@ -120,9 +124,23 @@ def ensure_model(config: DictConfig) -> None:
     ensure_tiny_model(path, **options)
 
 
+def absolute_source_paths(config: DictConfig) -> None:
+    """Make the local files of file datasets absolute, so that every Ray process finds them.
+
+    Relative paths are relative to the directory the run was started from.
+    """
+    for mix in ("datasets", "val_datasets"):
+        for spec in (OmegaConf.select(config, f"reasoning_gym.{mix}") or {}).values():
+            source = (spec or {}).get("source") or {}
+            for split in ("train", "val", "eval"):
+                if isinstance(source.get(split), str) and not os.path.isabs(source[split]):
+                    source[split] = os.path.abspath(source[split])
+
+
 def prepare(config: DictConfig) -> None:
     """Apply device settings, export the plugin environment and load the plugins here too."""
     apply_device_settings(config)
+    absolute_source_paths(config)
     ensure_model(config)
     env = process_env(config)
     os.environ.update(env)
@@ -175,3 +193,11 @@ def run(config: DictConfig) -> None:
     if not config.trainer.use_v1:
         raise ValueError("rg-verl runs on verl's V1 trainer; remove trainer.use_v1=False")
     run_ppo(config, task_runner_class=TaskRunnerV1)
+
+
+def main_task(config: DictConfig) -> None:
+    """The Hydra task of ``train_grpo.py`` and ``rg-verl train``: :func:`run`, a bad config exiting with one line."""
+    try:
+        run(config)
+    except ConfigError as error:
+        sys.exit(f"Invalid config: {error}")

@@ -26,7 +26,7 @@ from rg_verl.math_answer import last_boxed, math_equal_status
 from rg_verl.math_data import DATA_SOURCE_PREFIX as FILE_PREFIX
 from rg_verl.reward_terms import TERMS, Response, check_terms, revised_answers, self_correction_term
 
-__all__ = ["compute_score", "extract_answer"]
+__all__ = ["compute_score", "extract_answer", "response_answer"]
 
 logger = logging.getLogger(__name__)
 
@@ -96,6 +96,22 @@ def extract_answer(text: str, strict: bool = False) -> str | None:
     if not isinstance(text, str):
         return None
     return _strict_answer(text) if strict else _lenient_answer(text)
+
+
+def response_answer(text: Any, data_source: str, strict: bool = False) -> str | None:
+    """The answer of a response that the reward scores, for an item of ``data_source``.
+
+    That is :func:`extract_answer`; for file math items (``math/<name>``) in lenient mode, a
+    response without an answer block falls back to its last ``\\boxed{}``, the convention of
+    math models.
+
+    >>> response_answer("so \\\\boxed{5}", "math/gsm8k"), response_answer("so \\\\boxed{5}", "reasoning_gym/chain_sum")
+    ('5', None)
+    """
+    answer = extract_answer(text, strict=strict)
+    if answer is None and not strict and str(data_source).startswith(FILE_PREFIX):
+        answer = last_boxed(text)
+    return answer
 
 
 @functools.cache
@@ -258,10 +274,8 @@ def compute_score(
     entry = _entry(name, extra_info, ground_truth)
     by_math = from_file or name in (math_datasets or ())
 
-    strict_answer = extract_answer(text, strict=True)
-    lenient_answer = extract_answer(text, strict=False)
-    if lenient_answer is None and from_file:
-        lenient_answer = last_boxed(text)
+    strict_answer = response_answer(text, data_source, strict=True)
+    lenient_answer = response_answer(text, data_source, strict=False)
     correct_strict, failed_strict = _correctness(name, strict_answer, entry, by_math)
     if lenient_answer == strict_answer:
         correct_lenient, failed_lenient = correct_strict, failed_strict

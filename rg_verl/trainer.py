@@ -7,6 +7,10 @@ TransferQueue, grouped by ``data_source``, and logs their means next to verl's m
 Training and validation metrics of reasoning-gym datasets also get per-category means
 (``.../reasoning_gym/category/<category>/...``, see :mod:`rg_verl.categories`).
 
+Validation also reports the self-correction rate of each data source,
+``val-aux/<data_source>/self_correction_rate/mean@N`` (see :func:`self_correction_rates`); the
+revision rate is verl's own ``val-aux/<data_source>/revised/mean@N``.
+
 After each step it also draws the training reward curve, verl's logged ``critic/score/mean`` per
 step, into ``trainer.default_local_dir``: ``reward_curve.png`` (see :mod:`rg_verl.plots`), with
 the values in ``reward_curve.json`` so that a resumed run continues the curve.
@@ -15,6 +19,7 @@ the values in ``reward_curve.json`` so that a resumed run continues the curve.
 import json
 import logging
 import os
+import re
 from collections import defaultdict
 
 import numpy as np
@@ -57,6 +62,30 @@ def grouped_means(data_sources: list[str], values: dict[str, list[float]]) -> di
         for name, column in values.items():
             metrics[f"train/{source}/{name}"] = float(np.mean([float(column[i]) for i in rows]))
     return metrics
+
+
+_REVISED = re.compile(r"^(val-aux/.+)/revised/(mean@\d+)$")
+
+
+def self_correction_rates(metrics: dict) -> dict[str, float]:
+    """Among validation responses that revised their answer, the share that self-corrected.
+
+    verl reports, per data source, the means of our reward's per-response ``revised`` and
+    ``self_corrected`` flags (``rg_verl.reward_terms.revised_answers`` has the rule). Every
+    self-corrected response revised, and verl's ``mean@N`` is the mean over the same responses
+    for both, so their ratio is the conditional rate. Sources where nothing revised get no key.
+
+    >>> self_correction_rates({"val-aux/math/gsm8k/revised/mean@1": 0.25,
+    ...                        "val-aux/math/gsm8k/self_corrected/mean@1": 0.1})
+    {'val-aux/math/gsm8k/self_correction_rate/mean@1': 0.4}
+    """
+    rates = {}
+    for key, revised in metrics.items():
+        match = _REVISED.match(key)
+        corrected = metrics.get(f"{match[1]}/self_corrected/{match[2]}") if match else None
+        if corrected is not None and revised > 0:
+            rates[f"{match[1]}/self_correction_rate/{match[2]}"] = float(corrected) / float(revised)
+    return rates
 
 
 @register_trainer("rg_verl")
@@ -110,6 +139,7 @@ class ReasoningGymTrainer(PPOTrainerSync):
     def _validate(self) -> dict[str, float]:
         # verl's method: runs validation and returns the metrics dict that the trainer then logs
         metrics = super()._validate()
+        metrics = {**metrics, **self_correction_rates(metrics)}
         return {**metrics, **category_means(metrics)}
 
     def read_rewards(self, batch) -> tuple[list[str], list[dict]]:

@@ -257,7 +257,12 @@ def test_runtime_checks_come_before_any_model(tmp_path, monkeypatch):
 def test_every_shipped_config_loads_and_validates(path):
     config = load_config(path)
     plans = build_plans(config)  # reasoning-gym accepts every dataset's params
-    assert plans and all(len(plan) == plan.entry.size for plan in plans)
+    assert plans
+    for plan in plans:
+        if plan.entry.source is None:
+            assert len(plan) == plan.entry.size
+        else:  # a file's rows, each once
+            assert len(plan) == min(plan.entry.size, len(plan.dataset.datasets[plan.entry.dataset]))
     assert max(config.k_values) <= config.eval_repeats
 
 
@@ -267,9 +272,11 @@ def test_shipped_configs_cover_the_training_experiments():
     for experiment in (REPO / "configs").glob("*/*.yaml"):
         if experiment.name.startswith("_") or experiment.parent.name == "smoke":
             continue
-        stem = (
-            experiment.stem.removesuffix("_qwen_3b") if "generalisation" in experiment.parent.name else experiment.stem
-        )
+        stem = experiment.stem
+        if "generalisation" in experiment.parent.name:
+            stem = stem.removesuffix("_qwen_3b")
+        elif experiment.parent.name == "math":  # one config per benchmark: gsm8k, math
+            stem = stem.split("_")[0]
         assert f"{experiment.parent.name}/{stem}" in shipped, experiment
 
 
@@ -349,6 +356,50 @@ def test_strict_and_lenient_on_crafted_completions(tmp_path, monkeypatch):
     backend = ScriptedBackend(answers_by_question(strict), script=lambda answer, j: script[j](answer))
     m = json.loads((evaluate(strict, backend=backend) / "results.json").read_text())["metrics"]
     assert m["accuracy"] == pytest.approx(0.25) and m["accuracy_lenient"] == pytest.approx(0.75)
+
+
+def test_gsm8k_and_math_files_are_evaluated_row_by_row_with_math_verify(tmp_path, math_data):
+    gsm8k = {"format": "gsm8k", "eval": str(math_data / "gsm8k/train.parquet")}
+    math = {"format": "math", "eval": str(math_data / "math/train.jsonl")}
+    config = parse_config(
+        small_config(
+            output_dir=str(tmp_path),
+            eval_repeats=2,
+            categories=[
+                {
+                    "category": "math",
+                    "datasets": [
+                        {"dataset": "gsm8k", "size": 100, "source": gsm8k},
+                        {"dataset": "math_hard", "size": 100, "source": math, "params": {"min_level": 4}},
+                    ],
+                }
+            ],
+        )
+    )
+    plans = build_plans(config)
+    assert [len(plan) for plan in plans] == [4, 2]  # every row once: size only caps
+    # one equivalent form in a box, one wrong answer in tags
+    script = [lambda a: f"so the answer is \\boxed{{{a}}}", lambda a: "<answer>-1</answer>"]
+    backend = ScriptedBackend(answers_by_question(config), script=lambda answer, j: script[j](answer))
+    run_dir = evaluate(config, backend=backend)
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["metrics"]["accuracy"] == pytest.approx(0.5)
+    assert results["metrics"]["accuracy_strict"] == 0.0 and results["metrics"]["answer_rate"] == 1.0
+    records = [json.loads(line) for line in (run_dir / "items.jsonl").read_text().splitlines()]
+    answers = {r["completions"][0]["model_answer"] for r in records if r["dataset"] == "math_hard"}
+    assert answers == {"2\\sqrt{3}", "5"}
+
+
+def test_file_dataset_errors_name_the_evaluation_field(tmp_path, math_data):
+    entry = {"dataset": "gsm8k", "source": {"format": "gsm8k", "eval": str(tmp_path / "missing.parquet")}}
+    config = small_config(categories=[{"category": "math", "datasets": [entry]}])
+    with pytest.raises(
+        ConfigError, match=r"categories\[0\]\.datasets\[0\]\.source\.eval: .*missing\.parquet' does not exist"
+    ):
+        parse_config(config)
+    entry = {"dataset": "gsm8k", "source": {"format": "gsm8k", "train": str(math_data / "gsm8k/train.parquet")}}
+    with pytest.raises(ConfigError, match=r"categories\[0\]\.datasets\[0\]\.source\.eval: missing"):
+        parse_config(small_config(categories=[{"category": "math", "datasets": [entry]}]))
 
 
 def test_resume_after_interruption_finishes_each_item_once(tmp_path):

@@ -390,3 +390,67 @@ def test_validate_accepts_a_math_run_config(data):
         }
     )
     assert set(validate(config).datasets) == {"gsm8k", "math"}
+
+
+# --- utils/download_math_data.py --------------------------------------------------------------------
+
+
+def load_script(name: str):
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "utils" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_download_script_writes_the_files_the_math_configs_read(monkeypatch, tmp_path):
+    import datasets
+
+    from tests.math_fixtures import MATH_ROWS
+
+    calls = []
+
+    def fake_load_dataset(path, name=None, split=None):
+        calls.append((path, name, split))
+        rows = GSM8K_ROWS if path == "openai/gsm8k" else [r for r in MATH_ROWS if r["type"].lower() == name]
+        return datasets.Dataset.from_list(rows or [{**MATH_ROWS[0], "type": name}])
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+    script = load_script("download_math_data")
+    assert script.main(["--out", str(tmp_path / "data")]) == 0
+    assert ("openai/gsm8k", "main", "test") in calls and ("EleutherAI/hendrycks_math", "precalculus", "train") in calls
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()) == [
+        "data/gsm8k/test.parquet",
+        "data/gsm8k/train.parquet",
+        "data/math/test.jsonl",
+        "data/math/train.jsonl",
+    ]
+    settings = ReasoningGymConfig.from_section(
+        {
+            "datasets": {
+                "gsm8k": gsm8k(tmp_path / "data"),
+                "math": {
+                    "source": {
+                        "format": "math",
+                        "train": str(tmp_path / "data/math/train.jsonl"),
+                        "val": str(tmp_path / "data/math/test.jsonl"),
+                    }
+                },
+            }
+        }
+    )
+    assert set(settings.datasets) == {"gsm8k", "math"}
+
+
+def test_download_script_fails_in_one_line_without_a_hub(monkeypatch, tmp_path, capsys):
+    import datasets
+
+    def offline(*args, **kwargs):
+        raise ConnectionError("no route to huggingface.co")
+
+    monkeypatch.setattr(datasets, "load_dataset", offline)
+    assert load_script("download_math_data").main(["--out", str(tmp_path)]) == 1
+    assert "could not download from the Hugging Face hub: no route" in capsys.readouterr().err
+    assert not any(tmp_path.rglob("*.parquet"))

@@ -51,17 +51,27 @@ class DatasetEntry:
     """One dataset to evaluate.
 
     Args:
-        dataset: a reasoning-gym dataset name (a key of ``reasoning_gym.factory.DATASETS``).
+        dataset: a reasoning-gym dataset name (a key of ``reasoning_gym.factory.DATASETS``), or any
+            name for a dataset read from a file (with ``source``).
         size: how many items.
         seed: base seed; items come from the evaluation seed space that ``rg_verl.dataset`` derives
             from it, disjoint from the training and validation items of the same seed.
-        params: keyword arguments of the dataset's reasoning-gym config class (not ``size``/``seed``).
+        params: keyword arguments of the dataset's reasoning-gym config class (not ``size``/``seed``);
+            for a file dataset, its filters (MATH: ``min_level``, ``max_level``, ``types``).
+        source: for GSM8K or MATH read from a file, ``{format, eval}`` as in a training config's
+            ``source`` (``rg_verl.math_data``); item ``i`` is row ``i`` of the file.
     """
 
     dataset: str
     size: int = 100
     seed: int = 42
     params: dict = field(default_factory=dict)
+    source: dict | None = None
+
+    def mix_spec(self) -> dict:
+        """This entry as a one-dataset mix entry of ``reasoning_gym.datasets``."""
+        spec = {"weight": 1, "config": self.params}
+        return {**spec, "source": self.source} if self.source is not None else spec
 
 
 @dataclass
@@ -201,7 +211,8 @@ def _dataset(where: str, data: Any) -> DatasetEntry:
         raise _fail(where, f"expected {{dataset, size, seed, params}}, got {data!r}")
     check_keys(where, data, DatasetEntry)
     name = data.get("dataset")
-    if not isinstance(name, str) or name not in DATASETS:
+    source = data.get("source")
+    if not isinstance(name, str) or (name not in DATASETS and source is None):
         if not isinstance(name, str):
             raise _fail(f"{where}.dataset", f"{name!r} is not a dataset name; set a reasoning-gym dataset")
         raise dataset_name_error(f"{where}.dataset", name)
@@ -212,6 +223,7 @@ def _dataset(where: str, data: Any) -> DatasetEntry:
         size=DatasetEntry.size if size is None else _int(f"{where}.size", size, 1, MAX_SIZE),
         seed=DatasetEntry.seed if seed is None else _int(f"{where}.seed", seed, 0, MAX_SEED),
         params=data.get("params") or {},
+        source=source,
     )
     if not isinstance(entry.params, dict):
         raise _fail(f"{where}.params", f"{entry.params!r} is not a mapping; set {{field: value}} or leave it out")
@@ -219,11 +231,13 @@ def _dataset(where: str, data: Any) -> DatasetEntry:
         if reserved in entry.params:
             raise _fail(f"{where}.params.{reserved}", f"set {reserved} next to params, not inside it")
     # reasoning-gym checks the params (its config class's validate()), as rg_verl.dataset will
-    section = {"datasets": {name: {"weight": 1, "config": entry.params}}, "seed": entry.seed, "eval_size": entry.size}
+    section = {"datasets": {name: entry.mix_spec()}, "seed": entry.seed, "eval_size": entry.size}
     try:
-        ReasoningGymConfig.from_section(section, where=where)
-    except ConfigError as error:
-        raise _fail(f"{where}.params", str(error).split(": ", 1)[-1]) from None
+        ReasoningGymConfig.from_section(section, where=where, splits=("eval",))
+    except ConfigError as error:  # name the fields as this file spells them
+        prefix = f"{where}.datasets.{name}"
+        message = str(error).replace(f"{prefix}.config", f"{where}.params").replace(prefix, where)
+        raise ConfigError(message) from None
     return entry
 
 

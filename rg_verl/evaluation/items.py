@@ -1,7 +1,8 @@
 """Evaluation items: one ``rg_verl.dataset.ReasoningGymDataset`` per dataset of the config.
 
 Items come from the dataset's ``eval`` split, whose generator seeds never meet those of training
-or validation (see ``rg_verl.dataset``). Each dataset entry of the YAML gets its own dataset object,
+or validation (see ``rg_verl.dataset``). A dataset read from a file (GSM8K, MATH) gives its rows
+in order, each once, at most ``size`` of them. Each dataset entry of the YAML gets its own dataset object,
 so its ``size``, ``seed`` and ``params`` apply to it alone.
 """
 
@@ -46,7 +47,7 @@ def build_plans(config: EvalConfig) -> list[DatasetPlan]:
         for entry in category.datasets:
             section = {
                 "reasoning_gym": {
-                    "datasets": {entry.dataset: {"weight": 1, "config": entry.params}},
+                    "datasets": {entry.dataset: entry.mix_spec()},
                     "seed": entry.seed,
                     "eval_size": entry.size,
                     # the developer message is added by prompt_messages, with the configured role
@@ -54,6 +55,8 @@ def build_plans(config: EvalConfig) -> list[DatasetPlan]:
                 }
             }
             dataset = ReasoningGymDataset(EVAL_SPLIT, tokenizer=None, config=OmegaConf.create(section))
+            if entry.source is not None:  # a file's rows, each once: size caps them
+                dataset.max_samples = min(entry.size, len(dataset.datasets[entry.dataset]))
             plans.append(DatasetPlan(category=category.category, entry=entry, dataset=dataset))
     return plans
 

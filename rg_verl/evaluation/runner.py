@@ -56,7 +56,7 @@ def score_item(plan: DatasetPlan, index: int, item: dict, completions: list[Comp
         )
         scored.append(
             {
-                "model_answer": reward.extract_answer(completion.text, strict=strict),
+                "model_answer": reward.response_answer(completion.text, item["data_source"], strict=strict),
                 "full_model_response": completion.text,
                 "score": parts["score"],
                 "num_tokens": completion.num_tokens,
