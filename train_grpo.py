@@ -11,23 +11,18 @@ An experiment on one node with 4 GPUs and vLLM:
         trainer.project_name=rg-verl trainer.experiment_name=algorithmic
 
 Any verl key can be overridden as ``key=value``, exactly as with ``verl.trainer.main_ppo``.
+``rg-verl train`` (installed with the package) runs the same task.
 """
-
-import sys
 
 import hydra
 from omegaconf import DictConfig
 
-from rg_verl.config import ConfigError
-from rg_verl.launch import run
+from rg_verl.launch import main_task
 
 
 @hydra.main(config_path="configs/smoke", config_name="cpu", version_base=None)
 def main(config: DictConfig) -> None:
-    try:
-        run(config)
-    except ConfigError as error:
-        sys.exit(f"Invalid config: {error}")
+    main_task(config)
 
 
 if __name__ == "__main__":

@@ -6,93 +6,15 @@
 The model is written to <out_dir>/<name>, or to <out_dir> without a name. reasoning-gym's older order,
 <actor> <huggingface config folder> <output>, still works: when the second argument is a folder holding a
 config.json and a third is given, config and tokenizer come from that folder. The work is done by
-rg_verl.checkpoint.convert_checkpoint; this script only reads arguments.
+rg_verl.checkpoint (its command line is rg_verl.checkpoint.cli, also run by ``rg-verl convert``); this
+script only passes the arguments on.
 """
 
-from __future__ import annotations
-
-import argparse
-import logging
 import sys
-from collections.abc import Sequence
-from pathlib import Path
 
-from rg_verl.checkpoint import DEFAULT_MAX_SHARD_SIZE, DTYPES, CheckpointError, convert_checkpoint
+from rg_verl.checkpoint.cli import main, parse_args
 
-
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    head, _, rest = __doc__.partition("\n\n")
-    parser = argparse.ArgumentParser(
-        description=head, epilog=rest, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("checkpoint", type=Path, help="the actor folder: <ckpt>/global_step_N/actor")
-    parser.add_argument("out_dir", type=Path, help="output folder (or its parent when a name is given)")
-    parser.add_argument("name", nargs="?", help="model folder name inside out_dir")
-    parser.add_argument(
-        "--dtype",
-        choices=list(DTYPES),
-        default="auto",
-        help="weights dtype; auto (default) keeps the dtype training stored them in",
-    )
-    parser.add_argument(
-        "--max-shard-size",
-        default=DEFAULT_MAX_SHARD_SIZE,
-        help=f"split the weights into files of at most this size, with an index (default {DEFAULT_MAX_SHARD_SIZE})",
-    )
-    parser.add_argument("--force", action="store_true", help="replace the output folder if it exists")
-    parser.add_argument(
-        "--verify", action="store_true", help="re-read the output and check every tensor against the shards"
-    )
-    lora = parser.add_mutually_exclusive_group()
-    lora.add_argument(
-        "--merge-lora",
-        dest="merge_lora",
-        action="store_true",
-        default=True,
-        help="merge LoRA into the weights (default)",
-    )
-    lora.add_argument(
-        "--keep-lora",
-        dest="merge_lora",
-        action="store_false",
-        help="write the base model plus a PEFT adapter in lora_adapter/",
-    )
-    parser.add_argument("--lora-alpha", type=float, help="LoRA alpha, for checkpoints without lora_train_meta.json")
-    parser.add_argument("--hf-dir", type=Path, help="config and tokenizer folder (default <checkpoint>/huggingface)")
-    parser.add_argument("--trust-remote-code", action="store_true", help="allow the config's custom model code")
-    parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
-    return parser.parse_args(argv)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
-    out, hf_dir = args.out_dir, args.hf_dir
-    if args.name:
-        if hf_dir is None and (args.out_dir / "config.json").is_file():
-            hf_dir, out = args.out_dir, Path(args.name)  # reasoning-gym's <actor> <hf config> <output>
-        else:
-            out = args.out_dir / args.name
-    try:
-        result = convert_checkpoint(
-            args.checkpoint,
-            out,
-            dtype=args.dtype,
-            max_shard_size=args.max_shard_size,
-            force=args.force,
-            verify=args.verify,
-            merge_lora=args.merge_lora,
-            hf_dir=hf_dir,
-            lora_alpha=args.lora_alpha,
-            trust_remote_code=args.trust_remote_code,
-            progress=args.progress,
-        )
-    except CheckpointError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    print(result.summary())
-    return 0
-
+__all__ = ["main", "parse_args"]
 
 if __name__ == "__main__":
     sys.exit(main())

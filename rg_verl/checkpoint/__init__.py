@@ -28,7 +28,7 @@ Modules:
 - :mod:`.convert`: :func:`convert_checkpoint`, :class:`ConversionResult`, ``DTYPES``.
 
 Entry points: :func:`convert_checkpoint`, :func:`verify_conversion`, :func:`inspect_checkpoint`. The command
-line is ``utils/load_fsdp_to_hf.py``.
+line is :mod:`.cli`, run by ``utils/load_fsdp_to_hf.py`` and ``rg-verl convert``.
 """
 
 from .assembly import _Checkpoint as _Checkpoint

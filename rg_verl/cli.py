@@ -1,0 +1,62 @@
+"""The ``rg-verl`` console command: one subcommand per script, each calling the code that script calls.
+
+    rg-verl train    [--config-path DIR] [--config-name NAME] [key=value ...]   # train_grpo.py
+    rg-verl evaluate --config YAML [--model-path DIR] ...                      # evaluation/evaluate_model.py
+    rg-verl convert  <ckpt>/global_step_N/actor <out_dir> [name] ...           # utils/load_fsdp_to_hf.py
+    rg-verl demo     <model_dir> [--max-tokens N] ...                          # ask a model questions
+
+A subcommand's module is imported only when it runs, so ``rg-verl --help`` answers at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+# subcommand -> (module with main(argv) -> int, one-line summary)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "train": ("rg_verl.train_cli", "train with GRPO through verl (as train_grpo.py)"),
+    "evaluate": (
+        "rg_verl.evaluation.cli",
+        "evaluate a model on reasoning-gym datasets (as evaluation/evaluate_model.py)",
+    ),
+    "convert": ("rg_verl.checkpoint.cli", "FSDP checkpoint -> Hugging Face model (as utils/load_fsdp_to_hf.py)"),
+    "demo": ("rg_verl.demo", "ask a model questions or reasoning-gym items, from a terminal or a pipe"),
+}
+
+
+def _parser() -> argparse.ArgumentParser:
+    listing = "\n".join(f"  {name:<9} {summary}" for name, (_, summary) in COMMANDS.items())
+    parser = argparse.ArgumentParser(
+        prog="rg-verl",
+        description="GRPO training on reasoning-gym tasks with verl.",
+        epilog=f"commands:\n{listing}\n\n'rg-verl <command> --help' shows a command's options.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("command", choices=list(COMMANDS), metavar="command", help="one of: " + ", ".join(COMMANDS))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs ``rg-verl <command> [args]``. Returns the command's exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv:
+        _parser().print_help(sys.stderr)
+        return 2
+    if argv[0] not in COMMANDS:
+        _parser().parse_args(argv[:1])  # help, or a usage error that names the commands; exits
+        return 2
+    name, rest = argv[0], argv[1:]
+    module = importlib.import_module(COMMANDS[name][0])
+    saved = sys.argv[0]
+    sys.argv[0] = f"rg-verl {name}"  # argparse names the program after it in usage and errors
+    try:
+        return module.main(rest) or 0
+    finally:
+        sys.argv[0] = saved
+
+
+if __name__ == "__main__":
+    sys.exit(main())
