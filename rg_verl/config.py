@@ -108,8 +108,8 @@ def _parse_file(where: str, value: Any) -> Any:
         raise ConfigError(f"{where}: {value!r} is not a {', '.join(FILE_SUFFIXES)} file; convert it or point to one")
     if not os.path.isfile(value):
         raise ConfigError(
-            f"{where}: {value!r} does not exist; download the dataset (README: Math datasets) "
-            "or point this field at your copy"
+            f"{where}: {value!r} does not exist; download GSM8K and MATH with "
+            "'python utils/download_math_data.py --out data' or point this field at your copy"
         )
     return value
 

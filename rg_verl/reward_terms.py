@@ -101,10 +101,10 @@ TERMS: dict[str, Callable[[Response], float]] = {
 def check_terms(weights: dict[str, float]) -> dict[str, float]:
     """Validated ``{term: weight}``: known names and finite numbers only.
 
-    >>> check_terms({"lenght": 0.1})
+    >>> check_terms({"lenght": 0.1})  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: unknown reward term 'lenght' in reward.custom_reward_function.reward_kwargs.terms; valid terms: cosine, format, length, self_correction
+    ValueError: unknown reward term 'lenght' in ...terms; valid terms: cosine, format, length, self_correction
     """
     checked = {}
     for name, weight in weights.items():

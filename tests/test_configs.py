@@ -350,8 +350,13 @@ def test_every_reward_key_is_a_parameter_of_the_reward_function():
 # --- a real experiment config on CPU -----------------------------------------------------------
 
 
-def train_on_cpu(tmp_path, config_dir: str, name: str, steps: int, *extra: str, env=None) -> dict[int, dict]:
-    """Train an experiment config, unchanged but for overrides that shrink it to a CPU; metrics per step."""
+def train_on_cpu(
+    tmp_path, config_dir: str, name: str, steps: int, *extra: str, env=None, save: bool = False
+) -> dict[int, dict]:
+    """Train an experiment config, unchanged but for overrides that shrink it to a CPU; metrics per step.
+
+    The tiny model is built in ``tmp_path/model``; with ``save`` the last step is saved in ``tmp_path/ckpt``.
+    """
     from rg_verl.tiny import build_tiny_model
 
     model = build_tiny_model(tmp_path / "model")
@@ -373,11 +378,11 @@ def train_on_cpu(tmp_path, config_dir: str, name: str, steps: int, *extra: str, 
         "reasoning_gym.val_size=4",
         "reward.num_workers=1",
         "actor_rollout_ref.rollout.agent.num_workers=1",
-        # a few steps, validated at the end, not saved
+        # a few steps, validated at the end, saved on request
         f"trainer.total_training_steps={steps}",
         "trainer.val_before_train=false",
         f"trainer.test_freq={steps}",
-        "trainer.save_freq=-1",
+        f"trainer.save_freq={steps if save else -1}",
         f"trainer.default_local_dir={tmp_path / 'ckpt'}",
         "trainer.logger=[console,file]",
         *extra,

@@ -311,7 +311,7 @@ def test_stops_at_eos_and_respects_max_tokens(make_server, model_dir, eos_id):
 
     for out in sampled_out[: len(at_once)]:
         assert out.token_ids == [eos_id]
-    for (prompt, params), out in zip(sampled, sampled_out, strict=True):
+    for (_prompt, params), out in zip(sampled, sampled_out, strict=True):
         assert_well_formed(out, params.get("max_tokens", RESPONSE_LENGTH), eos_ids)
         tokens = out.token_ids
         assert all(tokens[i + 1] == eos_id for i in range(len(tokens) - 1) if tokens[i] == trigger)
@@ -408,6 +408,55 @@ def test_update_weights_rejects_unknown_names(make_server):
         assert torch.equal(tensor, snapshot[name]), name
 
 
+def lora_actor(model_dir: Path):
+    """A LoRA actor as verl builds one, with a moved base and a non-zero adapter, and its PEFT config."""
+    from peft import LoraConfig, get_peft_model
+
+    model = load_model(model_dir)
+    gen = torch.Generator().manual_seed(11)
+    with torch.no_grad():
+        for param in model.parameters():
+            param.add_(torch.randn(param.shape, generator=gen) * 0.05)
+    config = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "down_proj"], task_type="CAUSAL_LM")
+    actor = get_peft_model(model, config)
+    with torch.no_grad():
+        for name, param in actor.named_parameters():
+            if "lora_B" in name:
+                param.copy_(torch.randn(param.shape, generator=gen) * 0.5)
+    return actor.eval(), actor.peft_config["default"]
+
+
+def test_update_weights_serves_an_unmerged_lora_adapter(make_server, model_dir):
+    """verl's LoRA sync, built by verl's own functions: base weights once, then the adapter."""
+    from verl.utils.fsdp_utils import collect_lora_params, replace_lora_wrapper
+
+    actor, config = lora_actor(model_dir)
+    base = collect_lora_params(actor, layered_summon=False, base_sync_done=False)
+    base = {replace_lora_wrapper(name, config): tensor for name, tensor in base.items()}
+    adapter = dict(collect_lora_params(actor, layered_summon=False, base_sync_done=True))
+    assert any(".base_layer." in name for name in base) and all(".lora_" in name for name in adapter)
+    server = make_server()
+    batch = prompts(4, 10, 7, seed=12)
+
+    async def scenario():
+        await server.update_weights(base, global_steps=0, peft_config=config.to_dict())
+        incomplete = dict(list(adapter.items())[1:])
+        with pytest.raises(KeyError, match="incomplete LoRA adapter"):
+            await server.update_weights(incomplete, global_steps=1, peft_config=config.to_dict(), adapter_only=True)
+        await server.update_weights(adapter, global_steps=1, peft_config=config.to_dict(), adapter_only=True)
+        return await gather(server, [(p, {**GREEDY, "logprobs": True}) for p in batch])
+
+    outputs = asyncio.run(scenario())
+    for prompt, out in zip(batch, outputs, strict=True):
+        assert out.token_ids == greedy_reference(actor, prompt, RESPONSE_LENGTH, server.eos_ids)
+        expected = teacher_forced_logprobs(actor, prompt, out.token_ids)
+        torch.testing.assert_close(torch.tensor(out.log_probs), expected, atol=ATOL, rtol=0)
+    # the adapter matters: the base model alone decodes differently
+    with actor.disable_adapter():
+        without = [greedy_reference(actor, p, RESPONSE_LENGTH, server.eos_ids) for p in batch]
+    assert without != [out.token_ids for out in outputs]
+
+
 # --- 5. over-long prompts ------------------------------------------------------------------------------
 
 
@@ -438,7 +487,6 @@ def test_long_prompt_gets_only_the_remaining_budget(make_server, model_dir):
     out = asyncio.run(server.generate(long_prompt, dict(GREEDY), request_id="long"))
     assert len(long_prompt) + len(out.token_ids) <= PROMPT_LENGTH + RESPONSE_LENGTH
     assert out.token_ids == greedy_reference(model, long_prompt, RESPONSE_LENGTH - 4, server.eos_ids)
-
 
 
 def test_cancelled_request_does_not_strand_its_batch(make_server):

@@ -89,16 +89,28 @@ class HFServerAdapter(BaseRollout):
             self._server = ray.get_actor(server_name(self.replica_rank))
         return self._server
 
-    async def update_weights(self, weights, wire_format: str = "named_tensors", global_steps: int | None = None, **kwargs):
+    async def update_weights(
+        self,
+        weights,
+        wire_format: str = "named_tensors",
+        global_steps: int | None = None,
+        peft_config: dict | None = None,
+        base_sync_done: bool = True,
+        **kwargs,
+    ):
+        """Forward one weight sync to the server.
+
+        With unmerged LoRA verl passes the adapter's ``peft_config``, and ``base_sync_done=False`` for
+        the one sync that carries the base weights; every later sync carries only the adapter.
+        """
         if wire_format != "named_tensors":
             raise NotImplementedError(f"the hf rollout takes full named tensors, not {wire_format!r}")
-        if kwargs.get("peft_config") is not None:
-            raise NotImplementedError(
-                "the hf rollout needs merged LoRA weights: set actor_rollout_ref.model.lora.merge=True"
-            )
         # Every rank must drain the generator: gathering the FSDP shards into full tensors is a collective.
         state_dict = {name: tensor.detach().to("cpu", copy=True) for name, tensor in weights}
-        await self._server_handle().update_weights.remote(state_dict, global_steps)
+        adapter_only = peft_config is not None and base_sync_done
+        await self._server_handle().update_weights.remote(
+            state_dict, global_steps, peft_config=peft_config, adapter_only=adapter_only
+        )
 
     async def resume(self, tags: list[str]):
         """The server keeps its weights resident; nothing to bring back."""
@@ -108,4 +120,3 @@ class HFServerAdapter(BaseRollout):
 
     def generate_sequences(self, prompts):
         raise NotImplementedError("the hf rollout serves requests through its server (async mode)")
-

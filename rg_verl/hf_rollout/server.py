@@ -4,14 +4,20 @@ One server per rollout replica. It speaks verl's token-in/token-out protocol
 (``generate(prompt_ids, sampling_params, request_id) -> TokenOutput``), batches the
 requests that arrive together into one left-padded ``model.generate`` call, returns
 per-token log-probs, and takes new weights from the training worker after every step.
+
+With LoRA (``actor_rollout_ref.model.lora_rank > 0``) verl sends, by default, the base weights once and
+then only the adapter, with its PEFT config. The server then wraps its model with that same config and
+serves the adapter unmerged, as the actor computes it (see :meth:`HFRolloutServer.update_weights`).
 """
 
 import asyncio
 import logging
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from peft import PeftConfig, PeftModel, get_peft_model
 from transformers import AutoModelForCausalLM, GenerationConfig
 from verl.utils.device import get_device_name
 from verl.workers.rollout.replica import TokenOutput
@@ -28,6 +34,24 @@ class _Request:
     max_tokens: int
     want_logprobs: bool
     done: asyncio.Future = field(repr=False)
+
+
+_PEFT_ADAPTER = "default"  # the adapter name get_peft_model gives, and the one verl trains
+_PEFT_PREFIX = "base_model.model."
+_ADAPTER_SUFFIX = re.compile(rf"\.(lora_\w+)\.{_PEFT_ADAPTER}(?=\.|$)")
+
+
+def canonical_name(name: str) -> str:
+    """One name per tensor, whichever layout verl sends it in.
+
+    A plain model says ``model.layers.0.self_attn.q_proj.weight``. Under PEFT the same weight is
+    ``base_model.model.model.layers.0.self_attn.q_proj.base_layer.weight``; verl's base sync names it
+    ``model.layers.0.self_attn.q_proj.base_layer.weight``, and its adapter sync names a factor
+    ``base_model.model.(...).q_proj.lora_A.weight`` where the module holds ``(...).lora_A.default.weight``.
+    All of these map to the plain name (``model.layers.0.self_attn.q_proj.lora_A.weight`` for a factor).
+    """
+    name = name.removeprefix(_PEFT_PREFIX).replace(".base_layer.", ".")
+    return _ADAPTER_SUFFIX.sub(r".\1", name)
 
 
 def sampling_key(sampling_params: dict[str, Any]) -> tuple[float, float, int]:
@@ -82,7 +106,9 @@ class HFRolloutServer:
     def ready(self) -> bool:
         return True
 
-    async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any], request_id: str, **_) -> TokenOutput:
+    async def generate(
+        self, prompt_ids: list[int], sampling_params: dict[str, Any], request_id: str, **_
+    ) -> TokenOutput:
         """Generate one response; concurrent calls are batched into one forward loop."""
         budget = self.prompt_length + self.response_length - len(prompt_ids)
         max_tokens = min(int(sampling_params.get("max_tokens", self.response_length)), self.response_length, budget)
@@ -171,19 +197,53 @@ class HFRolloutServer:
             )
         return results
 
-    async def update_weights(self, state_dict: dict[str, torch.Tensor], global_steps: int | None = None) -> int:
-        """Load the trainer's current weights; returns how many tensors were loaded."""
+    async def update_weights(
+        self,
+        state_dict: dict[str, torch.Tensor],
+        global_steps: int | None = None,
+        peft_config: dict[str, Any] | None = None,
+        adapter_only: bool = False,
+    ) -> int:
+        """Load the trainer's current weights; returns how many tensors were loaded.
+
+        Full fine-tuning, and LoRA with ``model.lora.merge=True``, send every weight under its plain
+        Hugging Face name. Unmerged LoRA (verl's default) sends ``peft_config`` with every sync: the
+        base weights once (with ``rollout.load_format=dummy``, verl's default), then, with
+        ``adapter_only``, each step's ``lora_A``/``lora_B`` factors. The first such sync wraps the model
+        with that config, so the rollout computes ``W x + s·B A x`` as the actor does. An adapter sync
+        must cover every factor, so none is left stale.
+        Names go through :func:`canonical_name`; one the model does not have rejects the whole update.
+        """
         async with self._lock:
-            own = self.model.state_dict()
-            unknown = sorted(set(state_dict) - set(own))
+            if peft_config is not None and not isinstance(self.model, PeftModel):
+                self._wrap_with_lora(peft_config)
+            own = {canonical_name(name): tensor for name, tensor in self.model.state_dict().items()}
+            unknown = sorted(name for name in state_dict if canonical_name(name) not in own)
             if unknown:
                 raise KeyError(f"hf rollout got weights the model does not have: {unknown[:5]}")
+            if adapter_only:
+                received = {canonical_name(name) for name in state_dict}
+                missing = sorted(name for name in own if ".lora_" in name and name not in received)
+                if missing:
+                    raise KeyError(f"hf rollout got an incomplete LoRA adapter; missing {missing[:5]}")
             with torch.no_grad():
                 for name, tensor in state_dict.items():
-                    own[name].copy_(tensor.to(own[name].device, own[name].dtype))
+                    target = own[canonical_name(name)]
+                    target.copy_(tensor.to(target.device, target.dtype))
             self.global_steps = global_steps
             self.weight_version += 1
             return len(state_dict)
+
+    def _wrap_with_lora(self, peft_config: dict[str, Any]) -> None:
+        """Give the model the actor's LoRA layers (their values come with the weights).
+
+        The adapter keeps the base model's dtype (``autocast_adapter_dtype=False``), as verl casts the
+        actor's adapter to its base dtype; PEFT would otherwise upcast it to fp32 and round differently.
+        """
+        config = PeftConfig.from_peft_type(**{**peft_config, "inference_mode": True})
+        self.model = get_peft_model(self.model, config, adapter_name=_PEFT_ADAPTER, autocast_adapter_dtype=False)
+        self.model.eval()
+        logger.info("hf rollout: serving a LoRA adapter (r=%s, alpha=%s)", config.r, config.lora_alpha)
 
     async def get_weight_version(self) -> int:
         return self.weight_version
