@@ -30,7 +30,7 @@ demo: install
 	$(BIN)/python evaluation/evaluate_model.py --config evaluation/configs/smoke.yaml --model-path $(SMOKE_CKPT)/hf
 
 test: install
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=15
 
 test-fast: install
 	$(BIN)/python -m pytest -m "not slow"

@@ -30,7 +30,6 @@ from rg_verl.categories import dataset_category
 from rg_verl.config import validate
 from rg_verl.launch import apply_device_settings
 from rg_verl.reward import compute_score
-from tests.math_fixtures import write_math_dirs
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS_DIR = REPO / "configs"
@@ -422,19 +421,3 @@ def test_curriculum_config_moves_the_level_on_cpu(tmp_path):
     )
     assert metrics[1]["curriculum/knights_knaves/level"] == 1.0
     assert metrics[2]["curriculum/knights_knaves/level"] == 2.0
-
-
-@pytest.mark.slow
-def test_gsm8k_config_trains_on_cpu_from_a_local_file(tmp_path):
-    """math/gsm8k_qwen_7b on the tiny model, its GSM8K files at the default relative path data/gsm8k/."""
-    write_math_dirs(tmp_path / "data")  # relative to the run's working directory
-    env = {key: value for key, value in os.environ.items() if key != "RG_VERL_DATA"}
-    metrics = train_on_cpu(tmp_path, str(CONFIGS_DIR / "math"), "gsm8k_qwen_7b", 1, "reasoning_gym.val_size=2", env=env)
-    step = metrics[1]
-    assert step.get("training/global_step") == 1 and "critic/advantages/mean" in step
-    # the items came from the GSM8K file and were scored by our reward (math-verify), in training and validation
-    assert {key.split("/")[2] for key in step if key.startswith("train/math/")} == {"gsm8k"}
-    for key in ("score", "accuracy", "correct_strict", "correct_lenient", "revised", "self_corrected"):
-        assert f"train/math/gsm8k/{key}" in step, key
-        assert f"val-aux/math/gsm8k/{key}/mean@1" in step, key
-    assert "val-aux/math/gsm8k/revised/mean@1" in step  # the revision rate, logged during validation

@@ -1,14 +1,19 @@
-"""LoRA GRPO on the CPU: the shipped configs/math/gsm8k_qwen_7b_lora config, shrunk to the tiny model.
+"""The math path end to end on the CPU: configs/math/gsm8k_qwen_7b_lora, shrunk to the tiny model.
 
-One 2-step run of the config (rank 64, alpha 32, all linear layers, ``load_format=safetensors`` and
-``layered_summon``) on the GSM8K fixture files. verl wraps the FSDP actor with PEFT, syncs the adapter
-to the ``hf`` rollout after every step, and saves the PEFT model's state dict plus
-``lora_train_meta.json``. The tests then check that the rollout's log-probs follow the adapter, and
-that the checkpoint converts both ways (merged, and base model plus PEFT adapter) into models that
-compute the same logits, which are not the base model's.
+One 2-step run of the shipped GSM8K LoRA config (rank 64, alpha 32, all linear layers,
+``load_format=safetensors`` and ``layered_summon``) through ``train_grpo.py``, on GSM8K fixture files
+at the config's default relative path ``data/gsm8k/``. It covers:
+
+- the GSM8K data path: items from the local files, scored by our reward (math-verify) in training and
+  validation, with the self-correction flags logged;
+- LoRA: verl wraps the FSDP actor with PEFT and syncs the adapter to the ``hf`` rollout after every
+  step; the rollout's log-probs follow the adapter;
+- the converter: the checkpoint converts both ways (merged, and base model plus PEFT adapter) into
+  models that compute the same logits, which are not the base model's.
 """
 
 import json
+import os
 
 import pytest
 import torch
@@ -17,6 +22,7 @@ from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
 
 from rg_verl.checkpoint import ADAPTER_DIR, convert_checkpoint
+from tests.math_fixtures import write_math_dirs
 from tests.test_configs import CONFIGS_DIR, train_on_cpu
 
 pytestmark = pytest.mark.slow
@@ -30,6 +36,8 @@ TARGETS = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down
 @pytest.fixture(scope="module")
 def lora_run(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("lora")
+    write_math_dirs(workdir / "data")  # where the config looks by default: data/ under the working directory
+    env = {key: value for key, value in os.environ.items() if key != "RG_VERL_DATA"}
     metrics = train_on_cpu(
         workdir,
         str(CONFIGS_DIR / "math"),
@@ -40,9 +48,20 @@ def lora_run(tmp_path_factory):
         # first step a gradient even if every group's rewards tie (GRPO's advantages are then zero).
         "actor_rollout_ref.actor.optim.lr=5e-2",
         "actor_rollout_ref.actor.entropy_coeff=0.01",
+        env=env,
         save=True,
     )
     return workdir, metrics
+
+
+def test_gsm8k_items_from_the_local_file_are_scored_by_our_reward(lora_run):
+    _, metrics = lora_run
+    step = metrics[2]
+    assert {key.split("/")[2] for key in step if key.startswith("train/math/")} == {"gsm8k"}
+    # only rg_verl.reward returns these keys; validation logs the revision flags (the revision rate)
+    for key in ("score", "accuracy", "correct_strict", "correct_lenient", "revised", "self_corrected"):
+        assert f"train/math/gsm8k/{key}" in step, key
+        assert f"val-aux/math/gsm8k/{key}/mean@1" in step, key
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +77,6 @@ def converted(lora_run):
 def test_rollout_serves_the_trained_adapter(lora_run):
     _, metrics = lora_run
     first, second = metrics[1], metrics[2]
-    assert "train/math/gsm8k/accuracy" in first  # GSM8K items, scored by our reward
     assert first["training/rollout_probs_diff_max"] < 1e-3 and second["training/rollout_probs_diff_max"] < 1e-3
     # With LoRA, verl's reference policy is the actor with its adapter disabled: the base model. Its
     # low_var_kl loss and rollout_corr/k3_kl are the same estimator (k3), of KL(actor || base) and of
