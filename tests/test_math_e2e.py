@@ -1,4 +1,4 @@
-"""The math path end to end on the CPU: configs/math/gsm8k_qwen_7b_lora, shrunk to the tiny model.
+"""The math path end to end on the CPU: the GSM8K configs of configs/math/, shrunk to the tiny model.
 
 One 2-step run of the shipped GSM8K LoRA config (rank 64, alpha 32, all linear layers,
 ``load_format=safetensors`` and ``layered_summon``) through ``train_grpo.py``, on GSM8K fixture files
@@ -10,6 +10,8 @@ at the config's default relative path ``data/gsm8k/``. It covers:
   step; the rollout's log-probs follow the adapter;
 - the converter: the checkpoint converts both ways (merged, and base model plus PEFT adapter) into
   models that compute the same logits, which are not the base model's.
+
+A second, one-step run trains ``gsm8k_qwen_7b`` (full fine-tuning) with its reward checked term by term.
 """
 
 import json
@@ -122,3 +124,14 @@ def test_merged_model_equals_base_plus_adapter(lora_run, converted):
     torch.testing.assert_close(merged_logits, adapted_logits, rtol=1e-4, atol=1e-4)
     # the adapter is far from zero, so the tolerance above cannot hide it
     assert (merged_logits - base_logits).abs().max() > 0.1
+
+
+def test_gsm8k_full_fine_tuning_config_trains_on_cpu(tmp_path):
+    """configs/math/gsm8k_qwen_7b (no LoRA), one step, its files found through RG_VERL_DATA."""
+    step = train_on_cpu(tmp_path, str(CONFIGS_DIR / "math"), "gsm8k_qwen_7b", 1, "reasoning_gym.val_size=2")[1]
+    assert step["training/global_step"] == 1 and "critic/advantages/mean" in step
+    train = {key.removeprefix("train/math/gsm8k/"): v for key, v in step.items() if key.startswith("train/math/gsm8k/")}
+    # the config's reward (grpo_3b): lenient correctness by math-verify + 0.2 format + 0.05 length
+    expected = train["correct_lenient"] + 0.2 * train["term/format"] + 0.05 * train["term/length"]
+    assert train["score"] == pytest.approx(expected) and train["term/length"] < 0
+    assert "val-aux/math/gsm8k/accuracy/mean@1" in step
