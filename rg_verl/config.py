@@ -106,7 +106,7 @@ def _parse_file(where: str, value: Any) -> Any:
         raise ConfigError(f"{where}: {value!r} is not a file; set a local {'/'.join(FILE_SUFFIXES)} path")
     if not value.endswith(FILE_SUFFIXES):
         raise ConfigError(f"{where}: {value!r} is not a {', '.join(FILE_SUFFIXES)} file; convert it or point to one")
-    if not os.path.isfile(value):
+    if not os.path.isfile(os.path.expanduser(value)):
         raise ConfigError(
             f"{where}: {value!r} does not exist; download GSM8K and MATH with "
             "'python utils/download_math_data.py --out data' or point this field at your copy"
@@ -275,6 +275,15 @@ def _check_file_levels(where: str, spec: DatasetSpec, levels: Any) -> None:
         if attribute not in ("*", LevelCurriculum.ATTRIBUTE):
             raise ConfigError(f"{where}.{attribute}: unknown attribute; valid: {LevelCurriculum.ATTRIBUTE}")
         _integer(f"{where}.{attribute}", level, low, high)
+    if spec.source.file("train") is not None:
+        # the curriculum can go down to the lowest level: training items must exist there
+        try:
+            MathFileDataset("curriculum", spec.source, "train", {**spec.config, "max_level": low})
+        except ValueError:
+            raise ConfigError(
+                f"{where}: no training row has a level <= {low}, where the curriculum can go down to; "
+                f"raise the dataset's config.min_level or loosen its filters"
+            ) from None
 
 
 @dataclass

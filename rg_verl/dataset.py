@@ -224,7 +224,8 @@ class ReasoningGymDataset(Dataset):
         spec = self.mix[name]
         config = self.state.dataset_config(name, spec.config)
         if spec.source is not None:
-            return MathFileDataset(name, spec.source, self.split, config)
+            seed = dataset_seed(self.base_seed, self.split, name)
+            return MathFileDataset(name, spec.source, self.split, config, seed=seed)
         return create_dataset(name, **config, seed=dataset_seed(self.base_seed, self.split, name), size=self.size)
 
     def __len__(self) -> int:

@@ -147,7 +147,7 @@ class Demo:
         if not line.startswith(":"):
             self.ask(line, "question")
             return True
-        command, *args = line[1:].split()
+        command, *args = line[1:].split() or [""]
         if command in ("quit", "q", "exit"):
             return False
         if command == "help":

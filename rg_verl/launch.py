@@ -133,8 +133,8 @@ def absolute_source_paths(config: DictConfig) -> None:
         for spec in (OmegaConf.select(config, f"reasoning_gym.{mix}") or {}).values():
             source = (spec or {}).get("source") or {}
             for split in ("train", "val", "eval"):
-                if isinstance(source.get(split), str) and not os.path.isabs(source[split]):
-                    source[split] = os.path.abspath(source[split])
+                if isinstance(source.get(split), str):
+                    source[split] = os.path.abspath(os.path.expanduser(source[split]))
 
 
 def prepare(config: DictConfig) -> None:

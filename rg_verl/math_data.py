@@ -29,7 +29,9 @@ The two layouts are the public datasets' own:
 Each entry is ``{"question", "answer", "metadata": {...}}``, like a reasoning-gym entry, so the
 dataset, the reward and the evaluator handle both alike. Its data source is ``math/<name>``,
 scored by math-verify's equivalence (``rg_verl.math_answer``). ``eval`` defaults to ``val``.
-Item ``i`` of a split is row ``i mod n`` of the filtered rows.
+Item ``i`` of a split is row ``i mod n`` of the filtered rows in a seeded order, so a split shorter
+than its file draws from all of it (MATH files are sorted by subject), and ``n`` items cover every
+row once. Cells that are empty, a missing question or an empty reference skip the row.
 
 The difficulty curriculum (:class:`LevelCurriculum`) raises the maximum level over training.
 """
@@ -39,6 +41,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import random
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -74,39 +77,43 @@ class SourceError(ValueError):
 def parse_level(value: Any) -> int | None:
     """MATH's difficulty as an int: ``"Level 3"``, ``"3"`` and ``3`` give 3; ``"Level ?"`` gives None.
 
-    >>> parse_level("Level 4"), parse_level(2), parse_level("Level ?")
-    (4, 2, None)
+    >>> parse_level("Level 4"), parse_level(2), parse_level(3.0), parse_level("Level ?")
+    (4, 2, 3, None)
     """
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
         return value
+    if isinstance(value, float):  # pandas writes an int column with missing values as floats
+        return int(value) if value.is_integer() else None
     match = _LEVEL.match(value) if isinstance(value, str) else None
     return int(match.group(1)) if match else None
 
 
+def _text(value: Any) -> str:
+    """A cell as text; a missing cell (None) is empty."""
+    return "" if value is None else str(value)
+
+
 def gsm8k_entry(row: dict, index: int) -> dict | None:
-    """A GSM8K row (``question``, ``answer``) as an entry; None when the answer has no ``####``."""
-    solution = str(row["answer"])
-    if "####" not in solution:
+    """A GSM8K row (``question``, ``answer``) as an entry; None without a question or a ``#### n`` reference."""
+    question, solution = _text(row["question"]), _text(row["answer"])
+    reference = gsm8k_reference(solution) if "####" in solution else ""
+    if not question.strip() or not reference:
         return None
-    return {
-        "question": str(row["question"]),
-        "answer": gsm8k_reference(solution),
-        "metadata": {"row": index, "solution": solution},
-    }
+    return {"question": question, "answer": reference, "metadata": {"row": index, "solution": solution}}
 
 
 def math_entry(row: dict, index: int) -> dict | None:
-    """A MATH row (``problem``, ``solution``, ``level``, ``type``) as an entry; None without a reference."""
-    solution = str(row["solution"])
+    """A MATH row (``problem``, ``solution``, ``level``, ``type``) as an entry; None without problem or reference."""
+    problem, solution = _text(row["problem"]), _text(row["solution"])
     answer = last_boxed(solution)
     if answer is None and row.get("answer") is not None:
         answer = str(row["answer"])
-    if answer is None or not answer.strip():
+    if not problem.strip() or answer is None or not answer.strip():
         return None
     return {
-        "question": str(row["problem"]),
+        "question": problem,
         "answer": answer.strip(),
         "metadata": {
             "row": index,
@@ -175,7 +182,7 @@ def _cached_rows(key: str) -> tuple[dict, ...]:
         except Exception as error:  # network, unknown dataset or split: the message says which
             raise SourceError(f"datasets.load_dataset{tuple(source.values())} failed: {error}") from None
         return tuple(dict(row) for row in table)
-    path = source
+    path = os.path.expanduser(source)
     if not os.path.isfile(path):
         raise SourceError(f"{path}: no such file")
     if path.endswith(".parquet"):
@@ -231,6 +238,7 @@ class MathFileDataset:
         source: the :class:`FileSource`.
         split: ``train``, ``val`` or ``eval``.
         config: the mix entry's ``config``: for ``math``, ``min_level``, ``max_level``, ``types``.
+        seed: the seed of the rows' order (item ``i`` is row ``i mod n`` of that order).
 
     Raises:
         SourceError: if the split has no file, the file lacks the layout's columns, or no row
@@ -239,20 +247,22 @@ class MathFileDataset:
 
     category = CATEGORY
 
-    def __init__(self, name: str, source: FileSource, split: str, config: dict | None = None):
+    def __init__(self, name: str, source: FileSource, split: str, config: dict | None = None, seed: int = 0):
         self.name = name
         file = source.file(split)
         if file is None:
-            raise SourceError(f"dataset {name!r} has no {split} file; set reasoning_gym.datasets.{name}.source.{split}")
+            raise SourceError(f"dataset {name!r} has no {split} file; set {split} in its source")
         layout = FORMATS[source.format]
         rows = read_rows(file)
         label = file if isinstance(file, str) else f"hub {file.get('hub')}"
-        if rows:
-            missing = [c for c in layout.columns if c not in rows[0]]
+        for index, row in enumerate(rows):
+            if not isinstance(row, dict):
+                raise SourceError(f"{label}: row {index} is {type(row).__name__}, not a record of named columns")
+            missing = [c for c in layout.columns if c not in row]
             if missing:
                 raise SourceError(
-                    f"{label}: no column {', '.join(map(repr, missing))} for format {source.format!r} "
-                    f"(it has {', '.join(map(repr, rows[0]))}); expected {', '.join(layout.columns)}"
+                    f"{label}: row {index} has no column {', '.join(map(repr, missing))} for format "
+                    f"{source.format!r} (it has {', '.join(map(repr, row))}); expected {', '.join(layout.columns)}"
                 )
         config = dict(config or {})
         min_level, max_level = config.get("min_level"), config.get("max_level")
@@ -275,6 +285,9 @@ class MathFileDataset:
                 f"{label}: no usable row for dataset {name!r} (of {len(rows)} rows) with config {config}; "
                 "check the file's format and the level/type filters"
             )
+        # a seeded order: a split shorter than the file samples all of it, not its first rows
+        # (files are often sorted, e.g. MATH by subject)
+        random.Random(seed).shuffle(entries)
         self.entries = entries
 
     def __len__(self) -> int:

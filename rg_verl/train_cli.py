@@ -69,6 +69,8 @@ def build_parser(prog: str = "rg-verl train") -> argparse.ArgumentParser:
         default=DEFAULT_CONFIG_NAME,
         help=f"config file name in that folder, without .yaml (default: {DEFAULT_CONFIG_NAME})",
     )
+    # Hydra's --cfg, declared here because its short form -c would otherwise read as an abbreviation of -cp/-cn
+    parser.add_argument("--cfg", "-c", choices=("job", "hydra", "all"), help="print Hydra's config and exit")
     return parser
 
 
@@ -111,7 +113,8 @@ def hydra_argv(argv: Sequence[str], prog: str = "rg-verl train") -> list[str]:
     except FileNotFoundError as error:
         parser.error(str(error))
     named = any(arg.split("=", 1)[0] == "hydra.job.name" for arg in rest)
-    return ["--config-path", config_dir, "--config-name", args.config_name, *rest] + (
+    cfg = ["--cfg", args.cfg] if args.cfg else []
+    return ["--config-path", config_dir, "--config-name", args.config_name, *cfg, *rest] + (
         [] if named else [f"hydra.job.name={JOB_NAME}"]
     )
 

@@ -77,8 +77,10 @@ def test_a_relative_config_path_is_found_in_the_working_directory_then_the_repos
 def test_hydra_gets_an_absolute_config_path_and_every_other_argument_in_order():
     args = hydra_argv(["a=1", "--cfg", "job", "-cn", "learn", "+b=2", "-m", "--config-path=configs/smoke"])
     assert args[:4] == ["--config-path", str(REPO / "configs" / "smoke"), "--config-name", "learn"]
-    assert args[4:] == ["a=1", "--cfg", "job", "+b=2", "-m", "hydra.job.name=train_grpo"]
+    assert args[4:] == ["--cfg", "job", "a=1", "+b=2", "-m", "hydra.job.name=train_grpo"]
     assert hydra_argv([])[:4] == ["--config-path", str(REPO / "configs" / "smoke"), "--config-name", "cpu"]
+    # -c is Hydra's short --cfg, not an abbreviation of -cp or -cn
+    assert hydra_argv(["-c", "job"])[4:6] == ["--cfg", "job"]
 
 
 def test_train_with_a_missing_config_folder_is_a_usage_error(tmp_path):
@@ -183,12 +185,12 @@ def test_a_free_question_is_answered_without_a_score():
 
 def test_bad_commands_and_unknown_datasets_are_explained_and_the_loop_goes_on():
     asked = []
-    lines = [":frobnicate", ":item chian_sum", ":item", ":item chain_sum x", ":item chain_sum 100000000",
+    lines = [":frobnicate", ":", ":item chian_sum", ":item", ":item chain_sum x", ":item chain_sum 100000000",
              ":help", "", "still here?", ":quit", "never asked"]  # fmt: skip
     out = io.StringIO()
     assert run_demo(lines, out, lambda m: asked.append(m[-1]["content"]) or "no tags \x1b[2J") == 0
     text = out.getvalue()
-    assert "unknown command ':frobnicate'" in text
+    assert "unknown command ':frobnicate'" in text and "unknown command ':'" in text
     assert "unknown reasoning-gym dataset 'chian_sum'" in text and "chain_sum" in text
     assert text.count("usage: :item <dataset> [index]") == 2
     assert "out of range" in text and ":item <dataset> [index]" in text
