@@ -221,7 +221,8 @@ class CurriculumConfig:
     schedule_every: int = 0
 
     @classmethod
-    def from_section(cls, section: Any, mix: dict, where: str) -> "CurriculumConfig":
+    def from_section(cls, section: Any, mix: dict, where: str, read_files: bool = True) -> "CurriculumConfig":
+        """Parse and check the section; with ``read_files``, file datasets' training files are read too."""
         from reasoning_gym.factory import CURRICULA, create_curriculum
 
         section = _plain(section) or {}
@@ -246,7 +247,7 @@ class CurriculumConfig:
             if name not in mix:
                 raise ConfigError(f"{where}.levels.{name}: not in reasoning_gym.datasets; add it there or remove it")
             if mix[name].source is not None:
-                _check_file_levels(f"{where}.levels.{name}", mix[name], levels)
+                _check_file_levels(f"{where}.levels.{name}", mix[name], levels, read_files)
                 config.levels[name] = dict(levels or {})
                 continue
             if name not in CURRICULA:
@@ -266,7 +267,7 @@ class CurriculumConfig:
         return config
 
 
-def _check_file_levels(where: str, spec: DatasetSpec, levels: Any) -> None:
+def _check_file_levels(where: str, spec: DatasetSpec, levels: Any, read_files: bool) -> None:
     """Curriculum levels of a file dataset: ``{max_level: start}``, a level value (MATH: 1-5)."""
     if not FORMATS[spec.source.format].has_levels:
         raise ConfigError(f"{where}: format {spec.source.format!r} has no difficulty level to follow; remove it")
@@ -275,7 +276,7 @@ def _check_file_levels(where: str, spec: DatasetSpec, levels: Any) -> None:
         if attribute not in ("*", LevelCurriculum.ATTRIBUTE):
             raise ConfigError(f"{where}.{attribute}: unknown attribute; valid: {LevelCurriculum.ATTRIBUTE}")
         _integer(f"{where}.{attribute}", level, low, high)
-    if spec.source.file("train") is not None:
+    if read_files and spec.source.file("train") is not None:
         # the curriculum can go down to the lowest level: training items must exist there
         try:
             MathFileDataset("curriculum", spec.source, "train", {**spec.config, "max_level": low})
@@ -373,7 +374,9 @@ class ReasoningGymConfig:
             val_size=_integer(f"{where}.val_size", section.get("val_size", cls.val_size), 1, MAX_SPLIT_SIZE),
             eval_size=_integer(f"{where}.eval_size", section.get("eval_size", cls.eval_size), 1, MAX_SPLIT_SIZE),
             system_prompt=prompt or "",
-            curriculum=CurriculumConfig.from_section(section.get("curriculum"), datasets, f"{where}.curriculum"),
+            curriculum=CurriculumConfig.from_section(
+                section.get("curriculum"), datasets, f"{where}.curriculum", read_files="train" in splits
+            ),
             adaptive_weights=AdaptiveWeightsConfig.from_section(
                 section.get("adaptive_weights"), f"{where}.adaptive_weights"
             ),

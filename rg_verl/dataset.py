@@ -175,7 +175,8 @@ class ReasoningGymDataset(Dataset):
         self.tokenizer = tokenizer
         self.processor = processor
         section = config.get("reasoning_gym") if config is not None else None
-        settings = ReasoningGymConfig.from_section(section, where="data.reasoning_gym", splits=(self.split,))
+        # no split's files are read by the check: _build reads this split's, and its errors name the file
+        settings = ReasoningGymConfig.from_section(section, where="data.reasoning_gym", splits=())
         self.base_seed = settings.seed
         self.split_seed = split_seed(self.base_seed, self.split)
         self.size = settings.size(self.split)

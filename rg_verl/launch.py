@@ -17,6 +17,7 @@ import sys
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from rg_verl.config import ConfigError, validate
+from rg_verl.math_data import SPLITS
 
 logger = logging.getLogger(__name__)
 
@@ -132,7 +133,7 @@ def absolute_source_paths(config: DictConfig) -> None:
     for mix in ("datasets", "val_datasets"):
         for spec in (OmegaConf.select(config, f"reasoning_gym.{mix}") or {}).values():
             source = (spec or {}).get("source") or {}
-            for split in ("train", "val", "eval"):
+            for split in SPLITS:
                 if isinstance(source.get(split), str):
                     source[split] = os.path.abspath(os.path.expanduser(source[split]))
 

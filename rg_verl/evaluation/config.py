@@ -59,7 +59,8 @@ class DatasetEntry:
         params: keyword arguments of the dataset's reasoning-gym config class (not ``size``/``seed``);
             for a file dataset, its filters (MATH: ``min_level``, ``max_level``, ``types``).
         source: for GSM8K or MATH read from a file, ``{format, eval}`` as in a training config's
-            ``source`` (``rg_verl.math_data``); item ``i`` is row ``i`` of the file.
+            ``source`` (``rg_verl.math_data``); its rows are evaluated once each, in the order ``seed``
+            shuffles them to, at most ``size`` of them.
     """
 
     dataset: str
