@@ -17,7 +17,7 @@ Any verl key can be overridden as ``key=value``, exactly as with ``verl.trainer.
 import hydra
 from omegaconf import DictConfig
 
-from rg_verl.launch import main_task
+from rg_verl.grpo.launch import main_task
 
 
 @hydra.main(config_path="configs/smoke", config_name="cpu", version_base=None)

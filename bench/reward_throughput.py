@@ -158,7 +158,7 @@ def hostile_completions(answer_of) -> list[tuple[str, str, str]]:
 
 def build_completions(n: int, seed: int) -> list[dict]:
     """``n`` completions (the hostile ones among them), each a dict of everything both sides need."""
-    from rg_verl.dataset import ReasoningGymDataset
+    from rg_verl.data.dataset import ReasoningGymDataset
 
     rng = random.Random(seed)
     dataset = ReasoningGymDataset("reasoning_gym://train", config=make_config(REWARD_MIX, n, seed))
@@ -405,7 +405,7 @@ def regex_blowup(scorers) -> None:
 def first_batch_benchmark(args):
     from reasoning_gym import create_dataset
 
-    from rg_verl.dataset import ReasoningGymDataset
+    from rg_verl.data.dataset import ReasoningGymDataset
 
     print(f"\n== time to first batch: {', '.join(FIRST_BATCH_MIX)} (equal weights) ==")
     config = make_config(FIRST_BATCH_MIX, args.epoch, args.seed)

@@ -69,8 +69,8 @@ def prepare_data(config, workdir: Path):
     from transformers import AutoTokenizer
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
-    from rg_verl.dataset import ReasoningGymDataset
-    from rg_verl.tiny import ensure_tiny_model
+    from rg_verl.data.dataset import ReasoningGymDataset
+    from rg_verl.tiny_model import ensure_tiny_model
 
     paths = {}
     for split in ("train", "val"):

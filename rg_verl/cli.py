@@ -17,13 +17,13 @@ from collections.abc import Sequence
 
 # subcommand -> (module with main(argv) -> int, one-line summary)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "train": ("rg_verl.train_cli", "train with GRPO through verl (as train_grpo.py)"),
+    "train": ("rg_verl.grpo.launch", "train with GRPO through verl (as train_grpo.py)"),
     "evaluate": (
         "rg_verl.evaluation.cli",
         "evaluate a model on reasoning-gym datasets (as evaluation/evaluate_model.py)",
     ),
     "convert": ("rg_verl.checkpoint.cli", "FSDP checkpoint -> Hugging Face model (as utils/load_fsdp_to_hf.py)"),
-    "demo": ("rg_verl.demo", "ask a model questions or reasoning-gym items, from a terminal or a pipe"),
+    "demo": ("rg_verl.evaluation.demo", "ask a model questions or reasoning-gym items, from a terminal or a pipe"),
 }
 
 

@@ -19,15 +19,11 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from reasoning_gym.factory import DATASETS
 
-from rg_verl.math_data import FILE_SUFFIXES, FORMATS, HUB_KEYS, SPLITS, FileSource, LevelCurriculum, MathFileDataset
-from rg_verl.reward_terms import TERMS
+from rg_verl.data.curriculum import LevelCurriculum
+from rg_verl.data.files import FILE_SUFFIXES, FORMATS, HUB_KEYS, FileSource, MathFileDataset
+from rg_verl.reward.terms import TERMS
+from rg_verl.vocab import MAX_SPLIT_SIZE, MODES, SPLIT_STRIDE, SPLITS
 
-# generator seeds of split k lie in [seed + k * SPLIT_STRIDE, seed + (k + 1) * SPLIT_STRIDE)
-SPLIT_STRIDE = 10**9
-# each dataset of a split starts at its own offset below this, so a split holds at most the rest
-DATASET_OFFSET_RANGE = 10**8
-MAX_SPLIT_SIZE = SPLIT_STRIDE - DATASET_OFFSET_RANGE
-MODES = ("strict", "lenient")
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 SOURCE_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*$")
 
@@ -291,7 +287,7 @@ def _check_file_levels(where: str, spec: DatasetSpec, levels: Any, read_files: b
 class AdaptiveWeightsConfig:
     """``reasoning_gym.adaptive_weights``: re-weight the training mix toward informative datasets.
 
-    The rule (see ``rg_verl.curriculum.adaptive_weights``): with ``b`` the configured weights
+    The rule (see ``rg_verl.data.curriculum.adaptive_weights``): with ``b`` the configured weights
     (normalised) and ``p`` each dataset's success rate over its window, the weight is
     ``floor * b + (1 - floor) * b * p(1-p) / sum(b * p(1-p))``. A dataset with fewer than
     ``min_samples`` results counts as p = 0.5 (most informative) until it is measured.
@@ -396,7 +392,7 @@ class RewardConfig:
 
     Args:
         mode: the extraction that gives the reward, ``strict`` or ``lenient``.
-        terms: extra term name -> weight (``rg_verl.reward_terms.TERMS``).
+        terms: extra term name -> weight (``rg_verl.reward.terms.TERMS``).
         tokenizer_path: tokenizer for response lengths in tokens.
         max_response_length: the token budget the length terms are relative to.
         math_datasets: reasoning-gym datasets scored by math-verify's equivalence instead.

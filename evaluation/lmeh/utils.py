@@ -1,7 +1,7 @@
 """Scoring for the rg-verl lm-evaluation-harness tasks in this folder (``!function utils.<name>``).
 
 Answers are read with rg-verl's own extraction (``rg_verl.reward.extract_answer``) and compared with
-math-verify under a time limit (``rg_verl.math_answer.math_equal``), as the RG-Math reward does.
+math-verify under a time limit (``rg_verl.reward.math_verify.math_equal``), as the RG-Math reward does.
 Two metrics, side by side:
 
 - ``exact_match``: the answer in our format, the last ``<answer>…</answer>`` block;
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import re
 
-from rg_verl.math_answer import gsm8k_reference, last_boxed, math_equal
 from rg_verl.reward import extract_answer
+from rg_verl.reward.math_verify import gsm8k_reference, last_boxed, math_equal
 
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
 

@@ -1,9 +1,9 @@
-"""Running verl on a CPU: a platform plugin (gloo collectives, a ``torch.cuda`` stand-in).
+"""Running verl on a CPU, loaded only when the config says ``trainer.device=cpu``.
 
-Loaded in every Ray process only when the config says ``trainer.device=cpu``
-(``rg_verl.launch`` arranges it). Nothing else in rg_verl imports it.
+- ``platform``: the verl platform plugin (gloo collectives, two small documented patches); every Ray
+  process of a CPU run imports it through ``VERL_USE_EXTERNAL_MODULES``;
+- ``device``: the ``torch.cuda`` stand-in the platform hands verl;
+- ``settings``: the config values and environment a CPU run needs (read by ``rg_verl.grpo.launch``).
+
+Importing this package imports neither ``platform`` nor torch: only ``rg_verl.cpu.platform`` patches torch.
 """
-
-from rg_verl.cpu.platform import PlatformCPU
-
-__all__ = ["PlatformCPU"]

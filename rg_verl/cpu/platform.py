@@ -1,6 +1,6 @@
 """verl platform for running on CPU, with gloo for collectives.
 
-Selected with ``VERL_PLATFORM=cpu`` (``rg_verl.launch`` sets it when ``trainer.device=cpu``).
+Selected with ``VERL_PLATFORM=cpu`` (``rg_verl.grpo.launch`` sets it when ``trainer.device=cpu``).
 Ray still schedules workers on the resource named ``GPU``: a CPU run starts Ray with as many
 logical GPUs as the config asks for, so verl's resource pools work unchanged.
 """

@@ -5,7 +5,7 @@
 Modules, in the order data flows through them:
 
 - ``config``: the YAML schema (:class:`EvalConfig`), validated before any model loads;
-- ``items``: evaluation items from ``rg_verl.dataset`` (the ``eval`` seed space), one dataset per entry;
+- ``items``: evaluation items from ``rg_verl.data.dataset`` (the ``eval`` seed space), one dataset per entry;
 - ``backends``: ``vllm`` | ``hf`` | ``openai`` in one dict, :data:`BACKENDS`;
 - ``runner``: generate, score with ``rg_verl.reward.compute_score``, append to items.jsonl, resume;
 - ``metrics``: pass@k, mean@k, maj@k, strict/lenient accuracy and the rest, from per-completion scores;

@@ -41,7 +41,7 @@ DTYPES = ("auto", "float32", "bfloat16", "float16")
 ROLES = ("system", "developer", "user")
 BACKEND_NAMES = ("vllm", "hf", "openai")  # the keys of rg_verl.evaluation.backends.BACKENDS
 _WORD = re.compile(r"^\w+$")
-# item seeds: rg_verl.dataset derives the eval split's seeds from a base seed below 10**9
+# item seeds: rg_verl.data.dataset derives the eval split's seeds from a base seed below 10**9
 MAX_SEED = 10**9 - 1
 MAX_SIZE = 10**7
 
@@ -54,12 +54,12 @@ class DatasetEntry:
         dataset: a reasoning-gym dataset name (a key of ``reasoning_gym.factory.DATASETS``), or any
             name for a dataset read from a file (with ``source``).
         size: how many items.
-        seed: base seed; items come from the evaluation seed space that ``rg_verl.dataset`` derives
+        seed: base seed; items come from the evaluation seed space that ``rg_verl.data.dataset`` derives
             from it, disjoint from the training and validation items of the same seed.
         params: keyword arguments of the dataset's reasoning-gym config class (not ``size``/``seed``);
             for a file dataset, its filters (MATH: ``min_level``, ``max_level``, ``types``).
         source: for GSM8K or MATH read from a file, ``{format, eval}`` as in a training config's
-            ``source`` (``rg_verl.math_data``); its rows are evaluated once each, in the order ``seed``
+            ``source`` (``rg_verl.data.files``); its rows are evaluated once each, in the order ``seed``
             shuffles them to, at most ``size`` of them.
     """
 
@@ -231,7 +231,7 @@ def _dataset(where: str, data: Any) -> DatasetEntry:
     for reserved in ("size", "seed"):
         if reserved in entry.params:
             raise _fail(f"{where}.params.{reserved}", f"set {reserved} next to params, not inside it")
-    # reasoning-gym checks the params (its config class's validate()), as rg_verl.dataset will
+    # reasoning-gym checks the params (its config class's validate()), as rg_verl.data.dataset will
     section = {"datasets": {name: entry.mix_spec()}, "seed": entry.seed, "eval_size": entry.size}
     try:
         ReasoningGymConfig.from_section(section, where=where, splits=("eval",))

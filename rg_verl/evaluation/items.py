@@ -1,7 +1,7 @@
-"""Evaluation items: one ``rg_verl.dataset.ReasoningGymDataset`` per dataset of the config.
+"""Evaluation items: one ``rg_verl.data.dataset.ReasoningGymDataset`` per dataset of the config.
 
 Items come from the dataset's ``eval`` split, whose generator seeds never meet those of training
-or validation (see ``rg_verl.dataset``). A dataset read from a file (GSM8K, MATH) gives its rows
+or validation (see ``rg_verl.data.dataset``). A dataset read from a file (GSM8K, MATH) gives its rows
 in order, each once, at most ``size`` of them. Each dataset entry of the YAML gets its own dataset object,
 so its ``size``, ``seed`` and ``params`` apply to it alone.
 """
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from omegaconf import OmegaConf
 
-from rg_verl.dataset import ReasoningGymDataset
+from rg_verl.data.dataset import ReasoningGymDataset
 from rg_verl.evaluation.config import DatasetEntry, EvalConfig
 
 __all__ = ["DatasetPlan", "build_plans", "prompt_messages"]

@@ -19,7 +19,7 @@ the ``@k`` metrics are means over items):
 - ``format_rate``: share of completions in the strict ``<think>…</think><answer>…</answer>`` format.
 - ``answer_rate``: share of completions with an answer under the scoring mode.
 - ``mean_response_tokens``: mean completion length in tokens (over completions whose length is known).
-- ``revision_rate``: share of completions that revised their answer (``rg_verl.reward_terms.revised_answers``).
+- ``revision_rate``: share of completions that revised their answer (``rg_verl.reward.terms.revised_answers``).
 - ``self_correction_rate``: among revising completions, the share that revised a wrong answer and ended
   correct; ``None`` when no completion revised.
 """

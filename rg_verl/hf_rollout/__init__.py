@@ -1,6 +1,6 @@
 """The ``hf`` rollout backend: generation with plain ``transformers``, on any device.
 
-Selected with ``actor_rollout_ref.rollout.name=hf``; ``rg_verl.launch`` loads this package in
+Selected with ``actor_rollout_ref.rollout.name=hf``; ``rg_verl.grpo.launch`` loads this package in
 every Ray process only then. It exists for the CPU demo and tests, and for debugging a config on
 a machine without vLLM. It is small and slow by design: use vLLM for real training.
 

@@ -1,0 +1,50 @@
+"""What a run on ``trainer.device=cpu`` must set, whatever the experiment config says, and why.
+
+``rg_verl.grpo.launch`` applies :func:`apply_cpu_settings` to the composed config and adds
+:func:`cpu_env` to the environment of every process. A GPU run reads none of it.
+"""
+
+import logging
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+logger = logging.getLogger(__name__)
+
+# the module every process of a CPU run imports (it registers the platform)
+PLATFORM_MODULE = "rg_verl.cpu.platform"
+
+CPU_SETTINGS = {
+    # FSDP1 cannot sync module states held on CPU; FSDP2 can.
+    "actor_rollout_ref.actor.strategy": "fsdp2",
+    "actor_rollout_ref.ref.strategy": "fsdp2",
+    # flash-attention is CUDA-only.
+    "actor_rollout_ref.model.override_config.attn_implementation": "sdpa",
+    "actor_rollout_ref.actor.use_torch_compile": False,
+    "actor_rollout_ref.ref.use_torch_compile": False,
+    # vLLM, SGLang and TensorRT-LLM need a GPU.
+    "actor_rollout_ref.rollout.name": "hf",
+    # verl's TransferQueue starts about nine one-CPU actors; keep its storage to one unit.
+    "transfer_queue.backend.SimpleStorage.num_data_storage_units": 1,
+}
+
+# Ray's logical CPU count on a CPU run: verl's helper actors each reserve one CPU, and a
+# 2-core laptop would otherwise leave them waiting for ever.
+CPU_RAY_LOGICAL_CPUS = 16
+
+
+def cpu_env() -> dict[str, str]:
+    """Environment variables of every process of a CPU run (besides the plugin list)."""
+    # VERL_ENGINE_DEVICE: verl registers its FSDP engine for cuda/npu; the engine itself is device-agnostic.
+    return {"VERL_PLATFORM": "cpu", "VERL_ENGINE_DEVICE": "cuda"}
+
+
+def apply_cpu_settings(config: DictConfig) -> None:
+    """Set :data:`CPU_SETTINGS` in ``config`` and give Ray one logical GPU per worker."""
+    with open_dict(config):
+        for key, value in CPU_SETTINGS.items():
+            if OmegaConf.select(config, key) != value:
+                logger.info("trainer.device=cpu: setting %s=%s", key, value)
+                OmegaConf.update(config, key, value, force_add=True)
+        ray_init = config.ray_kwargs.ray_init
+        ray_init.num_gpus = config.trainer.n_gpus_per_node * config.trainer.nnodes
+        ray_init.num_cpus = max(ray_init.get("num_cpus") or 0, CPU_RAY_LOGICAL_CPUS)

@@ -1,0 +1,6 @@
+"""The items: reasoning-gym datasets generated on the fly, file datasets (GSM8K, MATH), curricula.
+
+- ``dataset``: :class:`~rg_verl.data.dataset.ReasoningGymDataset`, verl's ``data.custom_cls``;
+- ``files``: datasets read from files in the public GSM8K and MATH layouts;
+- ``curriculum``: difficulty levels (reasoning-gym's curricula, file levels) and adaptive weights.
+"""

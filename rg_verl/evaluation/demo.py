@@ -1,0 +1,265 @@
+"""``rg-verl demo <model_dir>``: ask a model questions, and see its reasoning, its answer and its score.
+
+Reads one line at a time from stdin (a terminal, or a pipe: ``printf ':item chain_sum\\n' | rg-verl demo DIR``).
+A line is a free question, or a command:
+
+- ``:item <dataset> [index]``: item ``index`` of the reasoning-gym dataset's evaluation split (the items
+  ``evaluation/evaluate_model.py`` uses, with seed ``--seed``); without an index, the dataset's next item.
+  Its reference answer and its score under the training reward (``rg_verl.reward.compute_score``) are shown.
+- ``:datasets``: the dataset names; ``:help``: the commands; ``:quit`` (or end of input): stop.
+
+Each question goes to the model as training sends it: the system prompt (reasoning-gym's ``default`` unless
+``--system-prompt`` says otherwise), then the question, through the chat template (the evaluation's ``hf``
+backend generates). The response is shown as its ``<think>`` part and its ``<answer>`` part
+(``rg_verl.reward.extract_answer``). Model output is only printed (control characters escaped), never run.
+
+:func:`run_demo` is the loop; it takes any ``generate(messages) -> text``, so it runs without a model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import TextIO
+
+Messages = list[dict[str, str]]
+Generate = Callable[[Messages], str]
+
+EVAL_SPLIT = "reasoning_gym://eval"
+# items per dataset the demo can draw (indexes 0 .. ITEMS - 1); nothing is generated ahead
+ITEMS = 100_000
+DEFAULT_SEED = 42  # the evaluation configs' default item seed
+HELP = """\
+commands:
+  <question>                 ask the model anything
+  :item <dataset> [index]    an evaluation item of a reasoning-gym dataset (default: the next one), scored
+  :datasets                  list the reasoning-gym datasets
+  :help                      this help
+  :quit                      stop (end of input stops too)"""
+
+
+def _printable(text: str) -> str:
+    """``text`` with control characters other than newline and tab escaped, so output cannot drive a terminal."""
+    return "".join(c if c in "\n\t" or c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def split_response(text: str) -> tuple[str | None, str | None]:
+    """The think part (inside ``<think>…</think>``, or before a lone ``</think>``) and the answer of a response."""
+    from rg_verl.reward import extract_answer
+
+    think = None
+    close = text.find("</think>")
+    if close >= 0:
+        open_ = text.rfind("<think>", 0, close)
+        think = text[open_ + len("<think>") if open_ >= 0 else 0 : close].strip()
+    return think, extract_answer(text)
+
+
+class Demo:
+    """The state of one session: the system prompt, the item seed, the datasets drawn from and their next items."""
+
+    def __init__(
+        self, out: TextIO, generate: Generate, system_prompt: str | None = "default", seed: int = DEFAULT_SEED
+    ):
+        from reasoning_gym.utils import SYSTEM_PROMPTS
+
+        self.out = out
+        self.generate = generate
+        self.system_prompt = SYSTEM_PROMPTS.get(system_prompt, system_prompt) if system_prompt else None
+        self.seed = seed
+        self.datasets: dict = {}
+        self.next_index: dict[str, int] = {}
+
+    def say(self, text: str = "") -> None:
+        print(text, file=self.out, flush=True)
+
+    def dataset(self, name: str):
+        """The evaluation split of one reasoning-gym dataset, as ``rg_verl.evaluation.items`` builds it."""
+        if name not in self.datasets:
+            from omegaconf import OmegaConf
+
+            from rg_verl.data.dataset import ReasoningGymDataset
+
+            section = {"datasets": {name: {"weight": 1}}, "seed": self.seed, "eval_size": ITEMS, "system_prompt": ""}
+            config = OmegaConf.create({"reasoning_gym": section})
+            self.datasets[name] = ReasoningGymDataset(EVAL_SPLIT, tokenizer=None, config=config)
+        return self.datasets[name]
+
+    def ask(self, question: str, label: str, item: dict | None = None) -> None:
+        """Generates a response to ``question`` and shows it; scores it when it answers a dataset ``item``."""
+        messages = [{"role": "user", "content": question}]
+        if self.system_prompt:
+            messages.insert(0, {"role": "system", "content": self.system_prompt})
+        self.say(f"=== {label}\n{_printable(question)}")
+        try:
+            response = self.generate(messages)
+        except Exception as error:  # a failed generation ends this question, not the session
+            self.say(f"generation failed: {error!r}\n")
+            return
+        think, answer = split_response(response)
+        if think is not None:
+            self.say(f"--- think\n{_printable(think)}")
+        shown = "(no <answer>...</answer> in the response)" if answer is None else _printable(answer)
+        self.say(f"--- answer\n{shown}")
+        if think is None and answer is None:
+            self.say(f"--- response\n{_printable(response) if response.strip() else '(blank)'}")
+        if item is not None:
+            from rg_verl.reward import compute_score
+
+            result = compute_score(
+                item["data_source"], response, item["reward_model"]["ground_truth"], extra_info=item["extra_info"]
+            )
+            self.say(f"--- reference\n{_printable(item['reward_model']['ground_truth'])}")
+            self.say(f"score: {result['score']:.2f} (strict format: {'yes' if result['format_ok'] else 'no'})")
+        self.say()
+
+    def item(self, args: list[str]) -> None:
+        """``:item <dataset> [index]``."""
+        if not 1 <= len(args) <= 2 or (len(args) == 2 and not args[1].isdigit()):
+            self.say("usage: :item <dataset> [index]   (index: a whole number)\n")
+            return
+        name = args[0]
+        try:
+            dataset = self.dataset(name)
+        except Exception as error:  # unknown name or a dataset reasoning-gym cannot build
+            self.say(f"cannot use dataset {name!r}: {error}\n(:datasets lists the names)\n")
+            return
+        index = int(args[1]) if len(args) == 2 else self.next_index.get(name, 0)
+        try:
+            item = dataset[index]
+        except IndexError:
+            self.say(f"index {index} is out of range: 0 to {len(dataset) - 1}\n")
+            return
+        except Exception as error:
+            self.say(f"reasoning-gym could not generate {name} item {index}: {error!r}\n")
+            return
+        self.next_index[name] = index + 1
+        question = item["raw_prompt"][-1]["content"]
+        self.ask(question, f"{name} #{index} (evaluation split, seed {self.seed})", item)
+
+    def handle(self, line: str) -> bool:
+        """Acts on one input line. Returns False when the session should end."""
+        line = line.strip()
+        if not line:
+            return True
+        if not line.startswith(":"):
+            self.ask(line, "question")
+            return True
+        command, *args = line[1:].split() or [""]
+        if command in ("quit", "q", "exit"):
+            return False
+        if command == "help":
+            self.say(HELP + "\n")
+        elif command == "datasets":
+            from reasoning_gym.factory import DATASETS
+
+            self.say(" ".join(sorted(DATASETS)) + "\n")
+        elif command == "item":
+            self.item(args)
+        else:
+            self.say(f"unknown command {line.split()[0]!r}; :help lists the commands\n")
+        return True
+
+
+def run_demo(
+    lines: Iterable[str],
+    out: TextIO,
+    generate: Generate,
+    system_prompt: str | None = "default",
+    seed: int = DEFAULT_SEED,
+) -> int:
+    """Answers every line of ``lines`` until ``:quit`` or their end, writing to ``out``. Returns 0."""
+    demo = Demo(out, generate, system_prompt=system_prompt, seed=seed)
+    for line in lines:
+        if not demo.handle(line):
+            break
+    return 0
+
+
+def read_lines(stream: TextIO, prompt: TextIO | None = None) -> Iterator[str]:
+    """The lines of ``stream``, one at a time; ``prompt`` (a terminal's stderr) gets a ``> `` before each."""
+    while True:
+        if prompt is not None:
+            prompt.write("> ")
+            prompt.flush()
+        line = stream.readline()
+        if not line:
+            if prompt is not None:
+                prompt.write("\n")
+            return
+        yield line
+
+
+def hf_generate(model_dir: str, max_tokens: int, temperature: float, device: str) -> Generate:
+    """A ``generate`` that runs the evaluation's ``hf`` backend on ``model_dir``: one prompt, one completion."""
+    from types import SimpleNamespace
+
+    from rg_verl.evaluation.backends.base import Sampling
+    from rg_verl.evaluation.backends.hf import HFBackend
+
+    config = SimpleNamespace(model_path=model_dir, batch_size=1, device=device, dtype="auto", engine_kwargs={})
+    backend = HFBackend(config)
+    sampling = Sampling(max_tokens=max_tokens, temperature=temperature, top_p=1.0)
+    return lambda messages: backend.generate([messages], 1, sampling)[0][0].text
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="Ask a model free questions or reasoning-gym evaluation items, one line at a time from stdin.",
+        epilog=HELP + "\n\nexample: printf ':item chain_sum 0\\nwhat is 7*6?\\n' | rg-verl demo outputs/.../hf",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("model_dir", help="a Hugging Face model folder (e.g. one rg-verl convert wrote) or hub id")
+    parser.add_argument("--max-tokens", type=int, default=512, help="response budget in tokens (default 512)")
+    parser.add_argument("--temperature", type=float, default=0.0, help="sampling temperature; 0 (default) is greedy")
+    parser.add_argument(
+        "--system-prompt",
+        default="default",
+        help="a key of reasoning-gym's SYSTEM_PROMPTS or literal text; '' for none (default: default)",
+    )
+    parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:1, ... (default: cuda if available)")
+    parser.add_argument(
+        "--seed", type=int, default=DEFAULT_SEED, help=f"sampling and item seed (default {DEFAULT_SEED})"
+    )
+    args = parser.parse_args(argv)
+    if args.max_tokens < 1:
+        parser.error("--max-tokens must be at least 1")
+    if args.temperature < 0:
+        parser.error("--temperature must be 0 or more")
+    if not 0 <= args.seed < 10**9:
+        parser.error("--seed must be in [0, 10**9)")  # the range of rg_verl.data.dataset's base seeds
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Loads the model and runs :func:`run_demo` on stdin. Returns the exit status."""
+    args = parse_args(argv)
+    path = Path(args.model_dir).expanduser()
+    if not path.exists() and (path.is_absolute() or args.model_dir.startswith((".", "~")) or len(path.parts) > 2):
+        print(f"cannot load a model from {args.model_dir!r}: no such folder", file=sys.stderr)
+        return 1  # not a hub id (namespace/name) either
+    import torch
+
+    torch.manual_seed(args.seed)
+    try:
+        generate = hf_generate(
+            str(path) if path.exists() else args.model_dir, args.max_tokens, args.temperature, args.device
+        )
+    except (OSError, ValueError, RuntimeError) as error:  # no such model, not a causal LM, a bad device
+        print(f"cannot load a model from {args.model_dir!r}: {error}", file=sys.stderr)
+        return 1
+    interactive = sys.stdin.isatty()
+    if interactive:
+        print(f"{args.model_dir}: type a question, or :help", file=sys.stderr)
+    try:
+        return run_demo(read_lines(sys.stdin, sys.stderr if interactive else None), sys.stdout, generate,
+                        system_prompt=args.system_prompt, seed=args.seed)  # fmt: skip
+    except KeyboardInterrupt:
+        print(file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,10 @@
+"""GRPO through verl's own loop.
+
+- ``launch``: ``train_grpo.py`` and ``rg-verl train``: config lookup, checks, plugins, ``run_ppo``;
+- ``trainer``: the registered V1 trainer (per-dataset metrics, curriculum updates, reward curve);
+- ``metrics``: per-dataset and per-category means, self-correction rates;
+- ``reward_curve``: the training reward curve as PNG and JSON.
+
+Nothing is imported here: verl imports ``rg_verl.grpo.trainer`` in every Ray process, and that
+should load only what the trainer needs.
+"""

@@ -1,0 +1,313 @@
+"""Start a verl GRPO run: ``train_grpo.py`` and ``rg-verl train``.
+
+A config travels through four rooms, once each:
+
+1. **validation** (:func:`rg_verl.config.validate`): our sections' schemas, before anything is built;
+2. **data** (:func:`rg_verl.data.files.check_sources`): every file dataset's files are read and checked;
+3. **device** (:func:`prepare`): the CPU settings, the tiny model, the plugin environment;
+4. **launch**: verl's own checks, then ``run_ppo`` with verl's V1 task runner.
+
+verl imports the modules named in ``VERL_USE_EXTERNAL_MODULES`` when ``verl`` is imported, in the driver
+and in every Ray worker. :func:`plugin_modules` decides which of ours a config needs:
+``trainer.device=cpu`` loads ``rg_verl.cpu.platform`` (and :mod:`rg_verl.cpu.settings` adjusts the
+config), ``actor_rollout_ref.rollout.name=hf`` loads ``rg_verl.hf_rollout``, and the ``rg_verl`` trainer
+mode loads ``rg_verl.grpo.trainer``. A GPU run with vLLM loads neither of the first two.
+
+``rg-verl train`` (:func:`main`) resolves the config folder itself, because Hydra resolves a relative
+``--config-path`` against the file that declares ``@hydra.main``, never against the working directory:
+
+1. no ``--config-path``: the repository's ``configs/smoke`` (found next to the ``rg_verl`` package);
+2. an absolute path, or a ``pkg://`` one: as given;
+3. a relative path: against the working directory first, then against the repository root, the folder
+   ``train_grpo.py`` resolves it against.
+
+Everything else (``key=value`` overrides, ``--cfg job``, ``-m``, ``--hydra-help``, ...) goes to Hydra unchanged.
+"""
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+import rg_verl
+from rg_verl.config import ConfigError, validate
+from rg_verl.cpu.settings import PLATFORM_MODULE, apply_cpu_settings, cpu_env
+from rg_verl.vocab import SPLITS
+
+logger = logging.getLogger(__name__)
+
+
+def plugin_modules(config: DictConfig) -> list[str]:
+    """The rg-verl modules every process of this run must import."""
+    modules = []  # the platform first: the others resolve verl's platform when imported
+    if config.trainer.device == "cpu":
+        modules.append(PLATFORM_MODULE)
+    if config.actor_rollout_ref.rollout.name == "hf":
+        modules.append("rg_verl.hf_rollout")
+    if config.trainer.v1.trainer_mode == "rg_verl":
+        modules.append("rg_verl.grpo.trainer")
+    return modules
+
+
+def process_env(config: DictConfig) -> dict[str, str]:
+    """Environment variables every process of the run gets: our plugins, and a fixed hash seed.
+
+    A few reasoning-gym generators iterate over sets, whose order follows ``PYTHONHASHSEED``;
+    fixing it (unless the user already did) keeps items a pure function of (seed, index).
+    """
+    env = {"PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0")}
+    modules = plugin_modules(config)
+    if modules:
+        inherited = [m for m in os.environ.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
+        env["VERL_USE_EXTERNAL_MODULES"] = ",".join(dict.fromkeys(inherited + modules))
+    if config.trainer.device == "cpu":
+        env.update(cpu_env())
+    return env
+
+
+def apply_device_settings(config: DictConfig) -> None:
+    """Adjust ``config`` in place for the device it names (only ``cpu`` needs anything)."""
+    if config.trainer.device == "cpu":
+        apply_cpu_settings(config)
+
+
+def ensure_model(config: DictConfig) -> None:
+    """Build the tiny local model when the config asks for it and it is not there yet.
+
+    Only an absolute path is built; anything else (a hub id, a relative path) is left to verl.
+    The other keys of ``tiny_model`` go to :func:`rg_verl.tiny_model.ensure_tiny_model` (``seed``,
+    ``hidden_size``, ..., ``warm_start``). A warm start without ``datasets`` or ``system_prompt``
+    draws its prompts like the run does: from ``reasoning_gym.datasets`` and
+    ``reasoning_gym.system_prompt``.
+    """
+    path = config.actor_rollout_ref.model.path
+    if not OmegaConf.select(config, "tiny_model.build_if_missing", default=False) or not os.path.isabs(path):
+        return
+    import inspect
+
+    from rg_verl.tiny_model import build_tiny_model, ensure_tiny_model, warm_start_options
+
+    options = OmegaConf.to_container(config.tiny_model, resolve=True)
+    options.pop("build_if_missing")
+    valid = [n for n, p in inspect.signature(build_tiny_model).parameters.items() if p.kind is p.KEYWORD_ONLY]
+    unknown = sorted(set(options) - set(valid))
+    if unknown:
+        raise ConfigError(f"tiny_model.{unknown[0]}: unknown key; valid keys: build_if_missing, {', '.join(valid)}")
+    warm_start = options.get("warm_start")
+    if warm_start is not None:
+        rg = OmegaConf.to_container(config.reasoning_gym, resolve=True) if "reasoning_gym" in config else {}
+        if "datasets" not in warm_start and rg.get("datasets"):
+            warm_start["datasets"] = {  # the generated datasets; file datasets have no generator
+                name: (spec or {}).get("config") or {}
+                for name, spec in rg["datasets"].items()
+                if not (spec or {}).get("source")
+            }
+        if "system_prompt" not in warm_start and rg.get("system_prompt"):
+            warm_start["system_prompt"] = rg["system_prompt"]
+        try:
+            warm_start_options(warm_start)
+        except ValueError as error:
+            raise ConfigError(f"tiny_model.{error}") from None
+    ensure_tiny_model(path, **options)
+
+
+def absolute_source_paths(config: DictConfig) -> None:
+    """Make the local files of file datasets absolute, so that every Ray process finds them.
+
+    Relative paths are relative to the directory the run was started from.
+    """
+    for mix in ("datasets", "val_datasets"):
+        for spec in (OmegaConf.select(config, f"reasoning_gym.{mix}") or {}).values():
+            source = (spec or {}).get("source") or {}
+            for split in SPLITS:
+                if isinstance(source.get(split), str):
+                    source[split] = os.path.abspath(os.path.expanduser(source[split]))
+
+
+def prepare(config: DictConfig) -> None:
+    """Apply device settings, export the plugin environment and load the plugins here too."""
+    apply_device_settings(config)
+    absolute_source_paths(config)
+    ensure_model(config)
+    env = process_env(config)
+    os.environ.update(env)
+    with open_dict(config):
+        env_vars = config.ray_kwargs.ray_init.runtime_env.setdefault("env_vars", {})
+        env_vars.update(env)
+    for module in plugin_modules(config):
+        importlib.import_module(module)
+    if config.trainer.device == "cpu":
+        from verl.plugin.platform import get_platform, set_platform
+
+        from rg_verl.cpu.platform import PlatformCPU
+
+        if get_platform().device_name != "cpu":
+            set_platform(PlatformCPU())
+
+
+def dry_run(config: DictConfig, samples: int = 3) -> None:
+    """Print the resolved config and a few items of each split, without Ray or a model."""
+    from rg_verl.data.dataset import ReasoningGymDataset
+
+    print(OmegaConf.to_yaml(config, resolve=True))
+    for split in ("train", "val"):
+        dataset = ReasoningGymDataset(f"reasoning_gym://{split}", None, config.data)
+        for index in range(min(samples, len(dataset))):
+            item = dataset[index]
+            print(f"--- {split}[{index}] {item['data_source']}")
+            for message in item["raw_prompt"]:
+                print(f"[{message['role']}] {message['content']}")
+            print(f"[answer] {item['reward_model']['ground_truth']}")
+
+
+def run(config: DictConfig) -> None:
+    """Check our sections, then verl's (as its ``main_ppo`` does), then train.
+
+    ``+dry_run=true`` stops after the checks and prints the config and sample items instead.
+    """
+    validate(config)
+    if config.get("dry_run", False):
+        dry_run(config)
+        return
+    prepare(config)
+    from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+    if not config.trainer.use_v1:
+        raise ValueError("rg-verl runs on verl's V1 trainer; remove trainer.use_v1=False")
+    run_ppo(config, task_runner_class=TaskRunnerV1)
+
+
+def main_task(config: DictConfig) -> None:
+    """The Hydra task of ``train_grpo.py`` and ``rg-verl train``: :func:`run`, a bad config exiting with one line."""
+    try:
+        run(config)
+    except ConfigError as error:
+        sys.exit(f"Invalid config: {error}")
+
+
+# ---- the command line: train_grpo.py's Hydra task, run from the package (rg-verl train) ----
+
+
+DEFAULT_CONFIG_DIR = Path("configs") / "smoke"
+DEFAULT_CONFIG_NAME = "cpu"
+# the job name train_grpo.py gets from its file name; Hydra names its log file after it
+JOB_NAME = "train_grpo"
+
+DESCRIPTION = "Train a model with GRPO on reasoning-gym tasks, through verl (the same run as train_grpo.py)."
+EPILOG = """\
+Any key=value override of the composed config works, as with train_grpo.py and verl's main_ppo:
+  rg-verl train                                         # the CPU smoke config (configs/smoke/cpu.yaml)
+  rg-verl train trainer.total_training_steps=10 reasoning_gym.train_size=256
+  rg-verl train --config-path configs/inter_generalisation --config-name algorithmic_qwen_3b \\
+      trainer.n_gpus_per_node=4 trainer.logger='[console]'
+  rg-verl train --config-path configs/inter_generalisation --config-name algorithmic_qwen_3b +dry_run=true
+
++dry_run=true prints the resolved config and a few training and validation items, then exits.
+Hydra's own options pass through: --cfg job (print the config), -m (multirun), --hydra-help.
+A relative --config-path is looked up in the working directory, then in the repository root."""
+
+
+def repo_root() -> Path:
+    """The folder that holds the ``rg_verl`` package (the repository root of an editable install)."""
+    return Path(rg_verl.__file__).resolve().parent.parent
+
+
+def build_parser(prog: str = "rg-verl train") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        usage=f"{prog} [--config-path DIR] [--config-name NAME] [key=value ...]",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    parser.add_argument(
+        "--config-path",
+        "-cp",
+        metavar="DIR",
+        help="folder of the experiment config: relative to the working directory (then to the repository root), "
+        "absolute, or pkg://... (default: the repository's configs/smoke)",
+    )
+    parser.add_argument(
+        "--config-name",
+        "-cn",
+        metavar="NAME",
+        default=DEFAULT_CONFIG_NAME,
+        help=f"config file name in that folder, without .yaml (default: {DEFAULT_CONFIG_NAME})",
+    )
+    # Hydra's --cfg, declared here because its short form -c would otherwise read as an abbreviation of -cp/-cn
+    parser.add_argument("--cfg", "-c", choices=("job", "hydra", "all"), help="print Hydra's config and exit")
+    return parser
+
+
+def resolve_config_dir(config_path: str | None, cwd: Path | None = None, root: Path | None = None) -> str:
+    """The config folder Hydra should search, as an absolute path (or a ``pkg://`` one).
+
+    Raises:
+        FileNotFoundError: If the folder does not exist; the message says where it was looked for.
+    """
+    cwd = Path.cwd() if cwd is None else cwd
+    root = repo_root() if root is None else root
+    if config_path is None:
+        default = root / DEFAULT_CONFIG_DIR
+        if not default.is_dir():
+            raise FileNotFoundError(
+                f"the default config folder {default} does not exist (rg_verl is not installed from a checkout "
+                "of the repository); pass --config-path DIR --config-name NAME"
+            )
+        return str(default)
+    if config_path.startswith("pkg://"):
+        return config_path
+    path = Path(config_path).expanduser()
+    candidates = [path] if path.is_absolute() else [cwd / path, root / path]
+    for candidate in candidates:
+        if candidate.is_dir():
+            return str(candidate.resolve())
+    looked = " or ".join(str(c) for c in dict.fromkeys(candidates))
+    raise FileNotFoundError(f"config folder {config_path!r} not found (looked for {looked})")
+
+
+def hydra_argv(argv: Sequence[str], prog: str = "rg-verl train") -> list[str]:
+    """Hydra's command line for ``argv``: the config folder made absolute, everything else in order.
+
+    Exits (argparse's usage error) if the config folder cannot be found.
+    """
+    parser = build_parser(prog)
+    args, rest = parser.parse_known_args(list(argv))
+    try:
+        config_dir = resolve_config_dir(args.config_path)
+    except FileNotFoundError as error:
+        parser.error(str(error))
+    named = any(arg.split("=", 1)[0] == "hydra.job.name" for arg in rest)
+    cfg = ["--cfg", args.cfg] if args.cfg else []
+    return ["--config-path", config_dir, "--config-name", args.config_name, *cfg, *rest] + (
+        [] if named else [f"hydra.job.name={JOB_NAME}"]
+    )
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "rg-verl train") -> int:
+    """Runs the training task as ``train_grpo.py`` does. Returns 0; errors exit as Hydra's do."""
+    import hydra
+    from omegaconf import DictConfig
+
+    args = hydra_argv(sys.argv[1:] if argv is None else argv, prog)
+
+    @hydra.main(config_path=None, config_name=DEFAULT_CONFIG_NAME, version_base=None)
+    def task(config: DictConfig) -> None:
+        main_task(config)
+
+    saved = sys.argv
+    sys.argv = [prog, *args]  # hydra.main reads its arguments from sys.argv
+    try:
+        task()
+    finally:
+        sys.argv = saved
+    return 0

@@ -1,0 +1,92 @@
+"""Reasoning-gym categories, and per-category means of per-dataset metrics.
+
+verl logs validation metrics per ``data_source`` (``_val_metrics_update`` in
+``verl/trainer/ppo/v1/trainer_base.py``, from ``process_validation_metrics``) as::
+
+    <section>/<data_source>/<var>/<metric>
+
+where ``section`` is ``val-core`` (the core variable's ``mean``/``maj``/``best`` at
+the largest N) or ``val-aux`` (everything else), ``var`` is ``reward`` or a key of
+the dict our reward returns (``score``, ``accuracy``, ``format_ok``, ``answer_found``)
+and ``metric`` is e.g. ``mean@1``, ``std@4`` or ``best@2/mean`` (it may contain
+``/``). Our data sources are ``reasoning_gym/<dataset>``, so a per-dataset key is
+``val-core/reasoning_gym/chain_sum/reward/mean@1``. The trainer's training metrics
+have the same shape with section ``train``: ``train/reasoning_gym/chain_sum/score``.
+
+:func:`category_means` adds, for each such key, the category key with the dataset
+replaced by ``category/<category>``, e.g.
+``val-core/reasoning_gym/category/arithmetic/reward/mean@1``.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import numbers
+from collections import defaultdict
+from collections.abc import Mapping
+
+from reasoning_gym.factory import DATASETS
+
+from rg_verl.vocab import RG_PREFIX
+
+__all__ = ["dataset_category", "category_means"]
+
+RG_SEGMENT = RG_PREFIX.rstrip("/")
+CATEGORY_SEGMENT = "category"
+
+
+@functools.cache
+def dataset_category(name: str) -> str:
+    """Returns the reasoning-gym category of dataset ``name``.
+
+    The category is the package of the dataset's class, ``reasoning_gym.<category>.<module>``;
+    a class directly under ``reasoning_gym`` (only ``composite``) is ``"other"``, as in
+    reasoning-gym's own ``ProceduralDataset.category``.
+
+    Raises:
+        ValueError: If ``name`` is not a registered reasoning-gym dataset.
+
+    >>> dataset_category("chain_sum")
+    'arithmetic'
+    """
+    if name not in DATASETS:
+        raise ValueError(f"Unknown reasoning-gym dataset {name!r}")
+    parts = DATASETS[name][0].__module__.split(".")
+    return parts[1] if len(parts) >= 3 else "other"
+
+
+def _category_key(key: str) -> str | None:
+    # "<section>/reasoning_gym/<dataset>/<rest>" -> "<section>/reasoning_gym/category/<category>/<rest>"
+    parts = key.split("/", 3)
+    if len(parts) != 4 or parts[1] != RG_SEGMENT or parts[2] not in DATASETS:
+        return None  # not per-dataset (this also skips category keys themselves)
+    section, _, name, rest = parts
+    return f"{section}/{RG_SEGMENT}/{CATEGORY_SEGMENT}/{dataset_category(name)}/{rest}"
+
+
+def category_means(metrics: Mapping[str, object]) -> dict[str, float]:
+    """Per-category means of the per-dataset metrics in ``metrics``.
+
+    For every key ``<section>/reasoning_gym/<dataset>/<rest>`` with a numeric value
+    (``section`` is e.g. ``val-core``, ``val-aux`` or ``train``), returns the key
+    ``<section>/reasoning_gym/category/<category>/<rest>`` with the unweighted mean,
+    over the datasets of that category that have this key, of their values. So each
+    dataset counts once, however many samples it had: it is the mean of the dataset
+    means, not the mean over the category's samples (and for ``std@N`` etc. it is the
+    mean of the per-dataset statistics). A NaN value makes its category's mean NaN.
+    Other keys are ignored; ``metrics`` is not modified.
+
+    >>> category_means({"val-core/reasoning_gym/chain_sum/reward/mean@1": 1.0,
+    ...                 "val-core/reasoning_gym/basic_arithmetic/reward/mean@1": 0.5,
+    ...                 "val-aux/num_turns/min": 2})
+    {'val-core/reasoning_gym/category/arithmetic/reward/mean@1': 0.75}
+    """
+    groups: dict[str, list[float]] = defaultdict(list)
+    for key, value in metrics.items():
+        if not isinstance(value, numbers.Real):
+            continue
+        category_key = _category_key(key)
+        if category_key is not None:
+            groups[category_key].append(float(value))
+    return {key: math.fsum(values) / len(values) for key, values in groups.items()}

@@ -1,0 +1,108 @@
+"""Reward curves as PNG images, from verl's logged metrics.
+
+The trainer (:mod:`rg_verl.grpo.trainer`) draws ``reward_curve.png`` into ``trainer.default_local_dir``
+after every step. For a finished run logged with verl's file logger
+(``trainer.logger=[console,file]``, path in ``VERL_FILE_LOGGER_PATH``)::
+
+    python -m rg_verl.grpo.reward_curve metrics.jsonl reward_curve.png
+
+Drawing uses matplotlib's object API with the Agg canvas: no display, no pyplot state.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+# verl's mean sequence reward of a training step (the reward our reward function returned)
+REWARD_KEY = "critic/score/mean"
+
+
+def read_metrics(path: str | os.PathLike) -> dict[int, dict]:
+    """verl's file-logger JSONL (one ``{"step", "data"}`` object a line) as step -> merged metrics."""
+    merged: dict[int, dict] = {}
+    for line in Path(path).read_text().splitlines():
+        if line.strip():
+            row = json.loads(line)
+            merged.setdefault(int(row["step"]), {}).update(row["data"])
+    return merged
+
+
+def metric_history(metrics: Mapping[int, Mapping], key: str = REWARD_KEY) -> dict[int, float]:
+    """step -> value of ``key``, for the steps that logged it, in step order."""
+    return {step: float(metrics[step][key]) for step in sorted(metrics) if key in metrics[step]}
+
+
+def plot_reward_curve(
+    history: Mapping[int, float] | Iterable[tuple[int, float]],
+    path: str | os.PathLike,
+    *,
+    title: str = "training reward",
+    label: str = REWARD_KEY,
+    window: int = 5,
+) -> Path:
+    """Draw the reward per step and its trailing mean over ``window`` steps; write a PNG at ``path``.
+
+    The file is written to a temporary name and renamed into place, so a reader never sees half
+    an image.
+
+    Returns:
+        ``path`` as a :class:`~pathlib.Path`.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    points = sorted(dict(history).items())
+    steps = [step for step, _ in points]
+    values = [value for _, value in points]
+    fig = Figure(figsize=(6, 3.5), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    ax.plot(steps, values, marker="o", markersize=3, linewidth=1, label=label)
+    if len(values) >= 2 and window > 1:
+        trailing = [_mean(values[max(0, i + 1 - window) : i + 1]) for i in range(len(values))]
+        ax.plot(steps, trailing, linewidth=2, label=f"mean of last {window} steps")
+    ax.set_xlabel("training step")
+    ax.set_ylabel("reward")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    if values:
+        ax.legend(loc="best", fontsize="small")
+    fig.tight_layout()
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".png", dir=out.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            fig.savefig(f, format="png")
+        os.chmod(tmp, 0o644)  # mkstemp creates it private
+        os.replace(tmp, out)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return out
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Command line: ``python -m rg_verl.grpo.reward_curve METRICS_JSONL OUT_PNG [--key KEY]``."""
+    parser = argparse.ArgumentParser(description="Plot a metric of a verl file-logger JSONL against the step.")
+    parser.add_argument("metrics", type=Path, help="verl's file-logger output (VERL_FILE_LOGGER_PATH)")
+    parser.add_argument("out", type=Path, help="PNG to write")
+    parser.add_argument("--key", default=REWARD_KEY, help=f"metric to plot (default {REWARD_KEY})")
+    args = parser.parse_args(argv)
+    history = metric_history(read_metrics(args.metrics), args.key)
+    if not history:
+        parser.error(f"{args.metrics} logged no {args.key!r}")
+    print(plot_reward_curve(history, args.out, label=args.key))
+
+
+if __name__ == "__main__":
+    main()

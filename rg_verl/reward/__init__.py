@@ -1,0 +1,16 @@
+"""The reward: extract the final answer, score it, add the configured extra terms.
+
+verl calls ``compute_score`` (``reward.custom_reward_function: {path: pkg://rg_verl.reward, name:
+compute_score}``); the evaluator and the demo call the same function. Modules, in the order an answer
+flows through them:
+
+- ``score``: :func:`compute_score` and the answer extraction (strict / lenient);
+- ``sympy_guard``: which answers may reach a scorer that parses with sympy;
+- ``time_limit``: scoring in killable worker processes, under a hard time limit;
+- ``math_verify``: math-verify's equivalence, for GSM8K, MATH and flagged reasoning-gym datasets;
+- ``terms``: the extra terms (format, length, cosine, self-correction), one dict.
+"""
+
+from rg_verl.reward.score import compute_score, extract_answer, response_answer
+
+__all__ = ["compute_score", "extract_answer", "response_answer"]

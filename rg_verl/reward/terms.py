@@ -1,0 +1,119 @@
+"""Extra reward terms, added to correctness with a weight each.
+
+Every term is a plain function ``term(response: Response) -> float`` in :data:`TERMS`. The reward
+(``rg_verl.reward.compute_score``) adds ``weight * term(response)`` for each term whose weight in
+``reward.custom_reward_function.reward_kwargs.terms`` is non-zero, and reports every term's value.
+
+To add a term: write the function here, document its range, and add it to :data:`TERMS`.
+
+Terms:
+
+- ``format`` in {0, 1}: 1 when the response is exactly ``<think>…</think><answer>…</answer>``.
+- ``length`` in [-1, 0]: minus the response length in tokens over the maximum response length,
+  clamped; a response that fills its whole budget gets -1.
+- ``cosine`` in [-1, 1]: correctness scaled by length with a cosine schedule (Yeo et al., 2025,
+  "Demystifying Long Chain-of-Thought Reasoning in LLMs"). A correct answer earns between 1.0 (empty
+  response) and 0.5 (full budget); a wrong one between -1.0 (empty) and -0.5 (full budget), so
+  shorter is better when right, and thinking longer costs less when wrong.
+- ``self_correction`` in {0, 1}: 1 when the response revised its answer and ended correct (see
+  :func:`revised_answers` for the detection rule).
+"""
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from rg_verl.vocab import ANSWER_CLOSE, ANSWER_OPEN
+
+
+@dataclass(frozen=True)
+class Response:
+    """What a term may look at.
+
+    Args:
+        text: the decoded response.
+        correctness: the score of the final answer, in [0, 1].
+        format_ok: whether the response has the strict think/answer format.
+        num_tokens: response length in tokens.
+        max_tokens: the configured maximum response length in tokens.
+        earlier_answers_correct: for each answer the response gave before its final one, in order,
+            whether it was correct.
+    """
+
+    text: str
+    correctness: float
+    format_ok: bool
+    num_tokens: int
+    max_tokens: int
+    earlier_answers_correct: tuple[bool, ...] = ()
+
+
+def revised_answers(text: str) -> list[str]:
+    """Every ``<answer>…</answer>`` block in ``text``, in order (the last one is the final answer).
+
+    Detection rule for self-correction, shared by the reward and the evaluator: a response
+    *revises* its answer when it contains two or more answer blocks whose contents (stripped)
+    differ. The earlier blocks are its intermediate answers. Plain substring search, linear time.
+
+    >>> revised_answers("<answer>3</answer> wait, <answer>4</answer>")
+    ['3', '4']
+    """
+    answers, start = [], 0
+    while (open_at := text.find(ANSWER_OPEN, start)) >= 0:
+        close_at = text.find(ANSWER_CLOSE, open_at + len(ANSWER_OPEN))
+        if close_at < 0:
+            break
+        answers.append(text[open_at + len(ANSWER_OPEN) : close_at].strip())
+        start = close_at + len(ANSWER_CLOSE)
+    return answers
+
+
+def format_term(response: Response) -> float:
+    return 1.0 if response.format_ok else 0.0
+
+
+def length_term(response: Response) -> float:
+    return -min(max(response.num_tokens / max(response.max_tokens, 1), 0.0), 1.0)
+
+
+def cosine_term(response: Response) -> float:
+    progress = min(max(response.num_tokens / max(response.max_tokens, 1), 0.0), 1.0)
+    if response.correctness >= 1.0:
+        short, long = 1.0, 0.5
+    else:
+        short, long = -1.0, -0.5
+    return long + 0.5 * (short - long) * (1.0 + math.cos(math.pi * progress))
+
+
+def self_correction_term(response: Response) -> float:
+    revised = any(not correct for correct in response.earlier_answers_correct)
+    return 1.0 if revised and response.correctness >= 1.0 else 0.0
+
+
+TERMS: dict[str, Callable[[Response], float]] = {
+    "format": format_term,
+    "length": length_term,
+    "cosine": cosine_term,
+    "self_correction": self_correction_term,
+}
+
+
+def check_terms(weights: dict[str, float]) -> dict[str, float]:
+    """Validated ``{term: weight}``: known names and finite numbers only.
+
+    >>> check_terms({"lenght": 0.1})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown reward term 'lenght' in ...terms; valid terms: cosine, format, length, self_correction
+    """
+    checked = {}
+    for name, weight in weights.items():
+        if name not in TERMS:
+            raise ValueError(
+                f"unknown reward term {name!r} in reward.custom_reward_function.reward_kwargs.terms; "
+                f"valid terms: {', '.join(sorted(TERMS))}"
+            )
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight):
+            raise ValueError(f"reward term {name!r} needs a finite number as its weight, got {weight!r}")
+        checked[name] = float(weight)
+    return checked

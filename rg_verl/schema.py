@@ -1,0 +1,215 @@
+"""Config fields declared once: default, one-line help and limits, where the dataclass declares them.
+
+Every section of rg-verl's config (``rg_verl.config``) and of the evaluation YAML
+(``rg_verl.evaluation.config``) is a dataclass whose fields are made with :func:`option`. One generic
+parser, :func:`parse_section`, turns a plain mapping into an instance: unknown keys, wrong types,
+values outside the limits and bad choices all become a :class:`ConfigError` that names the field, the
+bad value and the fix. Cross-field checks go in the dataclass's ``validate(where)`` method, which
+:func:`parse_section` calls last. The README's field tables and ``rg_verl/conf/rg_verl_base.yaml`` are
+checked against these declarations by the tests (:func:`field_docs`).
+
+>>> from dataclasses import dataclass
+>>> @dataclass
+... class Window:
+...     size: int = option(32, "samples in the window", low=1)
+...     mode: str = option("mean", "how samples are pooled", choices=("mean", "max"))
+>>> parse_section(Window, {"size": 8}, "window")
+Window(size=8, mode='mean')
+>>> parse_section(Window, {"sise": 8}, "window")
+Traceback (most recent call last):
+...
+rg_verl.schema.ConfigError: window.sise: unknown key (did you mean 'size'?); valid keys: size, mode
+>>> parse_section(Window, {"size": 0}, "window")
+Traceback (most recent call last):
+...
+rg_verl.schema.ConfigError: window.size: 0 is not an integer in [1, 1000000000]; set one
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+import types
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+__all__ = ["ConfigError", "FieldDoc", "check_keys", "field_docs", "option", "parse_section", "plain"]
+
+# the limits of an integer field that declares none: positive counts and seeds fit, absurd values do not
+DEFAULT_INT_RANGE = (0, 10**9)
+_NO_DEFAULT = dataclasses.MISSING
+
+
+class ConfigError(ValueError):
+    """A config field with a bad value; the message says which field, what is wrong and the fix."""
+
+
+def option(
+    default: Any = _NO_DEFAULT,
+    help: str = "",
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    choices: tuple | None = None,
+    parse: Callable[[str, Any], Any] | None = None,
+    doc_default: str | None = None,
+) -> Any:
+    """A dataclass field with its default, a one-line ``help``, and its limits.
+
+    Args:
+        default: the value when the key is absent; a dict or list default is copied per instance.
+        help: one line, as the README's field table and the base YAML's comment say it.
+        low, high: inclusive bounds of a number.
+        choices: the values a field may take.
+        parse: ``parse(where, value) -> value`` for a value no type check covers (a mix of datasets,
+            a list of entries); it replaces the type check.
+        doc_default: the default as the README shows it, where it is not the value itself (``auto``).
+    """
+    metadata = {"help": help, "low": low, "high": high, "choices": choices, "parse": parse, "doc_default": doc_default}
+    if isinstance(default, (dict, list)):
+        return dataclasses.field(default_factory=lambda: type(default)(default), metadata=metadata)
+    if dataclasses.is_dataclass(default) and isinstance(default, type):
+        return dataclasses.field(default_factory=default, metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def plain(value: Any) -> Any:
+    """An OmegaConf node as plain dicts and lists (interpolations resolved); anything else unchanged."""
+    if isinstance(value, (DictConfig, ListConfig)):
+        return OmegaConf.to_container(value, resolve=True)
+    return value
+
+
+def check_keys(where: str, given: Mapping, cls: type, skip: tuple[str, ...] = ()) -> None:
+    """Every key of ``given`` must be a field of dataclass ``cls`` (except ``skip``)."""
+    valid = [f.name for f in dataclasses.fields(cls) if f.name not in skip]
+    for key in given:
+        if key not in valid:
+            close = difflib.get_close_matches(str(key), valid, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"{_join(where, key)}: unknown key{hint}; valid keys: {', '.join(valid)}")
+
+
+def _join(where: str, key: Any) -> str:
+    return f"{where}.{key}" if where else str(key)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _check_type(where: str, kind: Any, value: Any, meta: Mapping) -> Any:
+    """``value`` checked against annotation ``kind`` and the field's limits."""
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        (inner,) = [a for a in args if a is not type(None)]
+        return _check_type(where, inner, value, meta)
+    if meta.get("choices") is not None:
+        if value not in meta["choices"]:
+            raise ConfigError(f"{where}: {value!r} is not valid; set one of {', '.join(map(str, meta['choices']))}")
+        return value
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}: {value!r} is not true or false; set one")
+        return value
+    if kind is int:
+        low, high = (meta.get("low"), meta.get("high"))
+        low = DEFAULT_INT_RANGE[0] if low is None else int(low)
+        high = DEFAULT_INT_RANGE[1] if high is None else int(high)
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ConfigError(f"{where}: {value!r} is not an integer in [{low}, {high}]; set one")
+        return value
+    if kind is float:
+        return _check_float(where, value, meta.get("low"), meta.get("high"))
+    if kind is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{where}: {value!r} is not text; set a string")
+        return value
+    if origin is list or kind is list:
+        if not isinstance(value, list):
+            raise ConfigError(f"{where}: {value!r} is not a list; set one, e.g. []")
+        inner = args[0] if args else Any
+        return [_check_type(f"{where}[{i}]", inner, v, {}) if inner is not Any else v for i, v in enumerate(value)]
+    if origin is dict or kind is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: {value!r} is not a mapping; set one, e.g. {{}}")
+        return dict(value)
+    return value
+
+
+def _check_float(where: str, value: Any, low: float | None, high: float | None) -> float:
+    if not _is_number(value):
+        raise ConfigError(f"{where}: {value!r} is not a finite number; set a number")
+    if low is not None and value < low:
+        raise ConfigError(f"{where}: {value} is below {low}; set a value >= {low}")
+    if high is not None and value > high:
+        raise ConfigError(f"{where}: {value} is above {high}; set a value <= {high}")
+    return float(value)
+
+
+def parse_section(cls: type, section: Any, where: str, skip: tuple[str, ...] = ()) -> Any:
+    """An instance of dataclass ``cls`` from the mapping ``section`` (None: every default).
+
+    Nested dataclass fields are parsed recursively; ``validate(where)`` runs last if ``cls`` has it.
+    Keys in ``skip`` are accepted and ignored.
+
+    Raises:
+        ConfigError: on the first bad key or value, naming ``where.<field>``.
+    """
+    section = plain(section)
+    if section is None:
+        section = {}
+    if not isinstance(section, Mapping):
+        raise ConfigError(f"{where or 'config'}: expected a mapping of fields, got {type(section).__name__}")
+    check_keys(where, section, cls, skip=skip)
+    hints = typing.get_type_hints(cls)
+    values = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in section:
+            continue
+        name, value = _join(where, f.name), section[f.name]
+        kind = hints[f.name]
+        if f.metadata.get("parse") is not None:
+            values[f.name] = f.metadata["parse"](name, value)
+        elif dataclasses.is_dataclass(kind):
+            values[f.name] = parse_section(kind, value, name)
+        else:
+            values[f.name] = _check_type(name, kind, value, f.metadata)
+    instance = cls(**values)
+    if hasattr(instance, "validate"):
+        instance.validate(where)
+    return instance
+
+
+@dataclasses.dataclass(frozen=True)
+class FieldDoc:
+    """One documented field: its dotted name under the section, its default as shown, and its help."""
+
+    name: str
+    default: Any
+    help: str
+
+
+def field_docs(cls: type, prefix: str = "") -> list[FieldDoc]:
+    """Every field of ``cls`` (nested sections flattened to ``a.b``), with its default and help."""
+    docs = []
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        name = f"{prefix}{f.name}"
+        if dataclasses.is_dataclass(hints[f.name]):
+            docs.extend(field_docs(hints[f.name], prefix=f"{name}."))
+            continue
+        if f.default is not _NO_DEFAULT:
+            default = f.default
+        elif f.default_factory is not _NO_DEFAULT:
+            default = f.default_factory()
+        else:
+            default = _NO_DEFAULT
+        docs.append(FieldDoc(name, default, f.metadata.get("help", "")))
+    return docs

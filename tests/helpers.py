@@ -1,0 +1,110 @@
+"""What several test modules share: the repository root, running train_grpo.py, verl's metrics, deadlines."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rg_verl.grpo.reward_curve import read_metrics
+
+__all__ = ["CONFIGS_DIR", "REPO", "read_metrics", "run_train_grpo", "train_on_cpu", "within"]
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIGS_DIR = REPO / "configs"
+
+# a train_grpo.py run on the CPU that takes longer than this has hung
+TRAIN_TIMEOUT_S = 900
+
+
+def run_train_grpo(
+    workdir: Path, *args: str, env: dict[str, str | None] | None = None, check: bool = True
+) -> subprocess.CompletedProcess:
+    """``python train_grpo.py *args`` in ``workdir``, with ``env`` added to this process's environment.
+
+    A variable set to None in ``env`` is removed. With ``check`` a non-zero exit fails the test,
+    showing the end of the run's output.
+    """
+    environ = {key: value for key, value in {**os.environ, **(env or {})}.items() if value is not None}
+    cmd = [sys.executable, str(REPO / "train_grpo.py"), *args]
+    proc = subprocess.run(cmd, cwd=workdir, env=environ, capture_output=True, text=True, timeout=TRAIN_TIMEOUT_S)
+    if check:
+        assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    return proc
+
+
+def train_on_cpu(
+    tmp_path, config_dir: str, name: str, steps: int, *extra: str, env=None, save: bool = False
+) -> dict[int, dict]:
+    """Train an experiment config, unchanged but for overrides that shrink it to a CPU; metrics per step.
+
+    The tiny model is built in ``tmp_path/model``; with ``save`` the last step is saved in ``tmp_path/ckpt``.
+    """
+    from rg_verl.tiny_model import build_tiny_model
+
+    model = build_tiny_model(tmp_path / "model")
+    metrics = tmp_path / "metrics.jsonl"
+    overrides = [
+        # the device and the model
+        "trainer.device=cpu",
+        f"actor_rollout_ref.model.path={model}",
+        "trainer.n_gpus_per_node=1",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+        # the sizes
+        "data.train_batch_size=4",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+        "actor_rollout_ref.rollout.n=2",
+        "data.max_prompt_length=512",
+        "data.max_response_length=16",
+        "data.dataloader_num_workers=0",
+        "reasoning_gym.train_size=16",
+        "reasoning_gym.val_size=4",
+        "reward.num_workers=1",
+        "actor_rollout_ref.rollout.agent.num_workers=1",
+        # a few steps, validated at the end, saved on request
+        f"trainer.total_training_steps={steps}",
+        "trainer.val_before_train=false",
+        f"trainer.test_freq={steps}",
+        f"trainer.save_freq={steps if save else -1}",
+        f"trainer.default_local_dir={tmp_path / 'ckpt'}",
+        "trainer.logger=[console,file]",
+        *extra,
+    ]
+    run_train_grpo(
+        tmp_path,
+        "--config-path",
+        config_dir,
+        "--config-name",
+        name,
+        *overrides,
+        env={**(env or {}), "VERL_FILE_LOGGER_PATH": str(metrics)},
+    )
+    return read_metrics(metrics)
+
+
+def within(limit_s: float, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` on a helper thread, as verl's reward loop calls the reward.
+
+    A call still running after ``limit_s`` seconds fails the test instead of stalling the suite.
+    It is a deadline against hangs, not a speed measurement: speed is measured in ``bench/``.
+    """
+    out: list[Any] = []
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            out.append(fn(*args, **kwargs))
+        except BaseException as error:  # re-raised in the test's thread
+            errors.append(error)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(limit_s)
+    assert not thread.is_alive(), f"{getattr(fn, '__name__', fn)} still running after {limit_s} s"
+    if errors:
+        raise errors[0]
+    return out[0]

@@ -1,0 +1,547 @@
+"""GSM8K and MATH read from files (rg_verl.data.files): loaders, items, filters, curriculum, reward."""
+
+import fractions
+import json
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from omegaconf import OmegaConf
+
+from rg_verl.config import ConfigError, ReasoningGymConfig, validate
+from rg_verl.data.curriculum import LevelCurriculum, MixState
+from rg_verl.data.dataset import ReasoningGymDataset
+from rg_verl.data.files import SourceError, read_rows
+from rg_verl.reward import compute_score
+from rg_verl.vocab import source_name
+from tests.helpers import REPO
+from tests.math_fixtures import (
+    GSM8K_REFERENCES,
+    GSM8K_ROWS,
+    MATH_ROWS,
+    write_jsonl,
+    write_math_dirs,
+    write_parquet,
+)
+
+
+@pytest.fixture
+def data(tmp_path):
+    return write_math_dirs(tmp_path / "data")
+
+
+def gsm8k(data, **extra) -> dict:
+    return {
+        "source": {
+            "format": "gsm8k",
+            "train": str(data / "gsm8k/train.parquet"),
+            "val": str(data / "gsm8k/test.parquet"),
+        },
+        **extra,
+    }
+
+
+def math(data, config=None, **extra) -> dict:
+    source = {"format": "math", "train": str(data / "math/train.jsonl"), "val": str(data / "math/test.jsonl")}
+    return {"source": source, "config": config or {}, **extra}
+
+
+def dataset(split: str, datasets: dict, **section) -> ReasoningGymDataset:
+    config = OmegaConf.create({"reasoning_gym": {"datasets": datasets, **section}})
+    return ReasoningGymDataset(f"reasoning_gym://{split}", None, config)
+
+
+# --- loaders --------------------------------------------------------------------------------------
+
+
+def test_gsm8k_items_have_the_reasoning_gym_item_format(data):
+    train = dataset("train", {"gsm8k": gsm8k(data)}, train_size=4, system_prompt="Answer in <answer> tags.")
+    items = [train[i] for i in range(4)]
+    # n items cover the n rows once, in a seeded order
+    assert sorted(item["reward_model"]["ground_truth"] for item in items) == sorted(GSM8K_REFERENCES)
+    item = next(item for item in items if item["reward_model"]["ground_truth"] == "72")
+    assert item["data_source"] == "math/gsm8k" and source_name(item["data_source"]) == "gsm8k"
+    assert item["raw_prompt"] == [
+        {"role": "system", "content": "Answer in <answer> tags."},
+        {"role": "user", "content": GSM8K_ROWS[0]["question"]},
+    ]
+    assert item["extra_info"]["category"] == "math"
+    entry = item["extra_info"]["entry"]
+    assert entry["question"] == GSM8K_ROWS[0]["question"] and entry["answer"] == "72"
+    assert entry["metadata"]["solution"] == GSM8K_ROWS[0]["answer"]
+    # the same keys as a generated reasoning-gym item, so verl collates both alike
+    generated = dataset("train", {"chain_sum": {}}, train_size=1)[0]
+    assert set(item) == set(generated) and set(item["extra_info"]) == set(generated["extra_info"])
+
+
+def test_validation_split_reads_its_own_file_and_eval_falls_back_to_it(data):
+    val = dataset("val", {"gsm8k": gsm8k(data)}, val_size=2)
+    assert {val[i]["reward_model"]["ground_truth"] for i in range(2)} == set(GSM8K_REFERENCES[:2])
+    evaluation = dataset("eval", {"gsm8k": gsm8k(data)}, eval_size=3)
+    # row i mod n: a split longer than its file wraps around
+    answers = [evaluation[i]["reward_model"]["ground_truth"] for i in range(3)]
+    assert set(answers[:2]) == {"72", "10"} and answers[2] == answers[0]
+
+
+def test_math_reference_is_the_last_boxed_and_rows_without_one_are_skipped(data):
+    train = dataset("train", {"math": math(data)}, train_size=6)
+    entries = {train[i]["reward_model"]["ground_truth"]: train[i]["extra_info"]["entry"] for i in range(6)}
+    assert set(entries) == {"\\frac{1}{2}", "3", "\\{-1, 1\\}", "2\\sqrt{3}", "5", "2"}
+    metadata = entries["\\{-1, 1\\}"]["metadata"]
+    assert metadata["level"] == 3 and metadata["type"] == "Algebra" and metadata["row"] == 2
+
+
+def test_math_500_layout_with_integer_levels_and_answer_column(tmp_path):
+    rows = [
+        {"problem": "p1", "solution": "so \\boxed{7}", "answer": "7", "subject": "Algebra", "level": 2},
+        {"problem": "p2", "solution": "no box here", "answer": "\\pi", "subject": "Geometry", "level": 4},
+    ]
+    path = write_jsonl(tmp_path / "math500.jsonl", rows)
+    spec = {"source": {"format": "math", "train": str(path), "val": str(path)}, "config": {"types": ["Geometry"]}}
+    item = dataset("train", {"math500": spec}, train_size=1)[0]
+    assert item["reward_model"]["ground_truth"] == "\\pi"
+    assert item["extra_info"]["entry"]["metadata"] == {
+        "row": 1,
+        "solution": "no box here",
+        "level": 4,
+        "type": "Geometry",
+    }
+
+
+@pytest.mark.parametrize(
+    "config, levels",
+    [
+        ({}, {1, 2, 3, 4, 5, None}),
+        ({"max_level": 2}, {1, 2}),
+        ({"min_level": 3, "max_level": 4}, {3, 4}),
+        ({"min_level": 5}, {5}),
+    ],
+)
+def test_difficulty_filter(data, config, levels):
+    train = dataset("train", {"math": math(data, config)}, train_size=20)
+    seen = {train[i]["extra_info"]["entry"]["metadata"]["level"] for i in range(20)}
+    # a level filter drops rows of unknown level ("Level ?")
+    assert seen == levels
+
+
+def test_type_filter(data):
+    train = dataset("train", {"math": math(data, {"types": ["Algebra"]})}, train_size=4)
+    assert {train[i]["extra_info"]["entry"]["metadata"]["type"] for i in range(4)} == {"Algebra"}
+
+
+def test_files_mix_with_reasoning_gym_datasets(data):
+    train = dataset("train", {"gsm8k": gsm8k(data), "math": math(data), "chain_sum": {"weight": 2}}, train_size=200)
+    sources = [train[i]["data_source"] for i in range(200)]
+    assert {"math/gsm8k", "math/math", "reasoning_gym/chain_sum"} == set(sources)
+    assert sources.count("reasoning_gym/chain_sum") > sources.count("math/gsm8k")
+    # deterministic: a new instance gives the same items
+    again = dataset("train", {"gsm8k": gsm8k(data), "math": math(data), "chain_sum": {"weight": 2}}, train_size=200)
+    assert [again[i]["raw_prompt"] for i in range(50)] == [train[i]["raw_prompt"] for i in range(50)]
+
+
+def test_parquet_jsonl_and_json_read_the_same_rows(tmp_path):
+    parquet = write_parquet(tmp_path / "a.parquet", GSM8K_ROWS)
+    jsonl = write_jsonl(tmp_path / "a.jsonl", GSM8K_ROWS)
+    plain = tmp_path / "a.json"
+    plain.write_text(json.dumps(GSM8K_ROWS))
+    assert list(read_rows(str(parquet))) == list(read_rows(str(jsonl))) == list(read_rows(str(plain))) == GSM8K_ROWS
+
+
+def test_hub_source_goes_through_datasets_load_dataset(monkeypatch, tmp_path):
+    import datasets
+
+    calls = []
+
+    def fake_load_dataset(path, name=None, split=None):
+        calls.append((path, name, split))
+        return GSM8K_ROWS
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+    hub = {"hub": "openai/gsm8k", "name": "main", "split": "test"}
+    spec = {"source": {"format": "gsm8k", "train": hub, "val": hub}}
+    val = dataset("val", {"gsm8k": spec}, val_size=4)
+    assert sorted(val[i]["reward_model"]["ground_truth"] for i in range(4)) == sorted(GSM8K_REFERENCES)
+    assert calls == [("openai/gsm8k", "main", "test")]
+
+
+# --- bad input ------------------------------------------------------------------------------------
+
+
+def section(data, **datasets) -> dict:
+    return {"datasets": datasets or {"gsm8k": gsm8k(data)}}
+
+
+@pytest.mark.parametrize(
+    "make, match",
+    [
+        (
+            lambda d: {"gsm8k": {"source": {"format": "gsm8k", "train": str(d / "nope.parquet")}}},
+            r"datasets\.gsm8k\.source\.train: .*nope\.parquet' does not exist",
+        ),
+        (
+            lambda d: {"gsm8k": {"source": {"format": "gsm8k", "train": str(d / "gsm8k/train.parquet")}}},
+            r"datasets\.gsm8k\.source\.val: missing",
+        ),
+        (
+            lambda d: {"gsm8k": {"source": {"format": "gsm9k", "train": "x"}}},
+            r"source\.format: 'gsm9k' is not a layout",
+        ),
+        (lambda d: {"gsm8k": {"source": {"format": "gsm8k", "test": "x"}}}, r"source\.test: unknown key"),
+        (lambda d: {"gsm8k": {"source": {"format": "gsm8k", "train": str(d / "gsm8k")}}}, r"is not a .parquet"),
+        (
+            lambda d: {"gsm8k": {"source": {"format": "gsm8k", "train": {"hub": "openai/gsm8k"}}}},
+            r"source\.train: .* is not a hub source",
+        ),
+        (
+            lambda d: {**{"gsm8k": gsm8k(d)}, "gsm8k": {**gsm8k(d), "config": {"max_level": 2}}},
+            r"datasets\.gsm8k\.config\.max_level: unknown key for format 'gsm8k'",
+        ),
+        (lambda d: {"math": math(d, {"min_level": 4, "max_level": 2})}, r"config: min_level 4 exceeds max_level 2"),
+        (lambda d: {"math": math(d, {"types": "Algebra"})}, r"config\.types: 'Algebra' is not a list"),
+        (lambda d: {"math": math(d, {"types": ["Astrology"]})}, r"source\.train: .*no usable row for dataset 'math'"),
+        # the MATH layout on a GSM8K file: names the file, the missing columns and the ones it has
+        (
+            lambda d: {"m": {"source": {"format": "math", "train": str(d / "gsm8k/train.parquet")}}},
+            r"train\.parquet: row 0 has no column 'problem', 'solution' for format 'math' "
+            r"\(it has 'question', 'answer'\)",
+        ),
+        (lambda d: {"a/b": gsm8k(d)}, r"'a/b' cannot name a file dataset"),
+        (lambda d: {"gsm8k": {}}, r"unknown reasoning-gym dataset 'gsm8k'.*needs a 'source'"),
+    ],
+)
+def test_bad_source_configs_name_the_field_and_the_fix(data, make, match):
+    with pytest.raises(ConfigError, match=match):
+        ReasoningGymConfig.from_section({"datasets": make(data)})
+
+
+@pytest.mark.parametrize(
+    "content, match",
+    [
+        (b"PAR1 not really parquet", r"bad\.parquet: not a readable parquet file"),
+    ],
+)
+def test_corrupt_parquet_is_named(tmp_path, content, match):
+    bad = tmp_path / "bad.parquet"
+    bad.write_bytes(content)
+    with pytest.raises(SourceError, match=match):
+        read_rows(str(bad))
+    with pytest.raises(ConfigError, match=r"source\.train: .*bad\.parquet"):
+        ReasoningGymConfig.from_section({"datasets": {"g": {"source": {"format": "gsm8k", "train": str(bad)}}}})
+
+
+def test_broken_json_lines_name_the_line(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(GSM8K_ROWS[0]) + "\n{oops\n")
+    with pytest.raises(SourceError, match=r"bad\.jsonl: line 2 is not JSON"):
+        read_rows(str(bad))
+
+
+def test_a_validation_mix_needs_no_training_file_of_its_own(data):
+    val_only = {"format": "gsm8k", "val": str(data / "gsm8k/test.parquet")}
+    settings = ReasoningGymConfig.from_section(
+        {"datasets": {"chain_sum": {}}, "val_datasets": {"gsm8k": {"source": val_only}}}
+    )
+    assert settings.val_datasets["gsm8k"].source.file("eval") == str(data / "gsm8k/test.parquet")
+    with pytest.raises(ConfigError, match=r"datasets\.gsm8k\.source\.train: missing"):
+        ReasoningGymConfig.from_section(
+            {"datasets": {"gsm8k": {"source": val_only}}, "val_datasets": {"chain_sum": {}}}
+        )
+
+
+# --- curriculum -----------------------------------------------------------------------------------
+
+
+def test_level_curriculum_moves_within_its_range():
+    curriculum = LevelCurriculum(2, 4)
+    assert curriculum.get_max_level() == 2 and not curriculum.decrement_global_level()
+    assert curriculum.increment_global_level() and curriculum.increment_global_level()
+    assert curriculum.get_max_level() == 4 and not curriculum.increment_global_level()
+    assert vars(curriculum.generate_configuration({"types": ["Algebra"]})) == {"types": ["Algebra"], "max_level": 4}
+
+
+def test_math_curriculum_raises_the_maximum_level_with_success(data):
+    curriculum = {"enabled": True, "levels": {"math": {"max_level": 1}}, "last_k": 4, "min_samples": 4}
+    train = dataset("train", {"math": math(data, {"max_level": 3})}, train_size=12, curriculum=curriculum)
+    assert {train[i]["reward_model"]["ground_truth"] for i in range(12)} == {"\\frac{1}{2}"}
+    assert train.update({"math": [1.0] * 4}) == ["math"]
+    assert {train[i]["extra_info"]["entry"]["metadata"]["level"] for i in range(12)} == {1, 2}
+    assert train.state.metrics()["curriculum/math/level"] == 2.0
+    train.update({"math": [1.0] * 4})
+    train.update({"math": [1.0] * 4})  # the final maximum level is config.max_level
+    assert train.state.metrics()["curriculum/math/level"] == 3.0
+    # the level is saved with the run and restored on resume
+    resumed = dataset("train", {"math": math(data, {"max_level": 3})}, train_size=12, curriculum=curriculum)
+    resumed.load_state_dict(train.state_dict())
+    assert [resumed[i]["raw_prompt"] for i in range(12)] == [train[i]["raw_prompt"] for i in range(12)]
+    # validation stays at the configured difficulty
+    val = dataset("val", {"math": math(data, {"max_level": 3})}, val_size=5, curriculum=curriculum)
+    assert {val[i]["extra_info"]["entry"]["metadata"]["level"] for i in range(5)} == {1, 2, 3}
+
+
+@pytest.mark.parametrize(
+    "dataset_spec, levels, match",
+    [
+        ("gsm8k", {"max_level": 1}, r"levels\.gsm8k: format 'gsm8k' has no difficulty level"),
+        ("math", {"max_level": 7}, r"levels\.math\.max_level: 7 is not an integer in \[1, 5\]"),
+        ("math", {"level": 1}, r"levels\.math\.level: unknown attribute; valid: max_level"),
+    ],
+)
+def test_bad_file_curriculum(data, dataset_spec, levels, match):
+    specs = {"gsm8k": gsm8k(data), "math": math(data)}
+    section = {"datasets": specs, "curriculum": {"enabled": True, "levels": {dataset_spec: levels}}}
+    with pytest.raises(ConfigError, match=match):
+        ReasoningGymConfig.from_section(section)
+
+
+def test_mix_state_builds_level_curricula_for_file_datasets(data):
+    settings = ReasoningGymConfig.from_section(
+        {
+            "datasets": {"math": math(data, {"min_level": 2})},
+            "curriculum": {"enabled": True, "levels": {"math": {"*": 3}}},
+        }
+    )
+    state = MixState(settings.datasets, settings.curriculum, settings.adaptive_weights)
+    assert state.levels("math") == {"max_level": 3}
+    assert state.dataset_config("math", {"min_level": 2}) == {"min_level": 2, "max_level": 3}
+
+
+# --- reward ---------------------------------------------------------------------------------------
+
+
+def score(response: str, answer: str, mode: str = "lenient", source: str = "math/math") -> dict:
+    entry = {"question": "q", "answer": answer, "metadata": {}}
+    return compute_score(source, response, answer, {"entry": entry}, mode=mode)
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "<think>half</think><answer>1/2</answer>",
+        "<think>half</think><answer>0.5</answer>",
+        "<think>half</think><answer>\\frac{1}{2}</answer>",
+        "<think>half</think><answer>\\boxed{\\dfrac12}</answer>",
+        "<answer>$\\frac{1}{2}$</answer>",
+        # no answer tags: the last \boxed{}, in lenient mode
+        "so the answer is \\boxed{\\dfrac12}",
+        "first \\boxed{3}, no: \\boxed{0.5}",
+    ],
+)
+def test_equivalent_forms_score_one(response):
+    assert score(response, "\\frac{1}{2}")["score"] == 1.0
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "<answer>1/3</answer>",
+        "<answer>2</answer>",
+        "<answer>\\frac{2}{1}</answer>",
+        "<answer>0.55</answer>",
+        "<answer>-1/2</answer>",
+        "\\boxed{\\frac{1}{3}}",
+        "the answer is 1/2",  # neither tags nor a box: no answer
+        "\\boxed{0.5} but finally <answer>3</answer>",  # the answer block wins over the box
+    ],
+)
+def test_non_equivalent_forms_score_zero(response):
+    result = score(response, "\\frac{1}{2}")
+    assert result["score"] == 0.0 and result["scoring_failed"] == 0.0
+
+
+def test_boxed_fallback_is_lenient_only_and_reports_no_format():
+    result = score("so \\boxed{5}", "5", mode="strict")
+    assert result["score"] == 0.0 and result["correct_lenient"] == 1.0 and result["format_ok"] == 0.0
+
+
+def test_gsm8k_reference_against_model_answers(data):
+    train = dataset("train", {"gsm8k": gsm8k(data)}, train_size=4)
+    item = next(train[i] for i in range(4) if "1,200" in train[i]["raw_prompt"][-1]["content"])
+    assert item["reward_model"]["ground_truth"] == "1234"  # from "#### 1,234"
+    for response, expected in [
+        ("<answer>1234</answer>", 1.0),
+        ("<answer>1,234</answer>", 1.0),
+        ("<answer>1234.0</answer>", 1.0),
+        ("<answer>1243</answer>", 0.0),
+    ]:
+        result = compute_score(item["data_source"], response, item["reward_model"]["ground_truth"], item["extra_info"])
+        assert result["score"] == expected, response
+
+
+def test_self_correction_on_math_items():
+    result = score("<answer>1/3</answer> wait, that is wrong. <answer>1/2</answer>", "\\frac{1}{2}")
+    assert result["revised"] == 1.0 and result["self_corrected"] == 1.0 and result["score"] == 1.0
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(-50, 50), st.sampled_from([1, 2, 4, 5, 8, 10, 20, 25]), st.integers(1, 9))
+def test_property_fraction_forms_are_equivalent_and_other_values_are_not(numerator, denominator, shift):
+    value = fractions.Fraction(numerator, denominator)
+    gold = f"\\frac{{{value.numerator}}}{{{value.denominator}}}" if value.denominator != 1 else str(value.numerator)
+    decimal = format(float(value), "g")
+    for form in (f"{value.numerator}/{value.denominator}", decimal, f"\\boxed{{{gold}}}"):
+        assert score(f"<answer>{form}</answer>", gold)["score"] == 1.0, (form, gold)
+    other = value + fractions.Fraction(shift, 7)
+    assert score(f"<answer>{other.numerator}/{other.denominator}</answer>", gold)["score"] == 0.0
+
+
+def test_validate_accepts_a_math_run_config(data):
+    config = OmegaConf.create(
+        {
+            "reasoning_gym": section(data, gsm8k=gsm8k(data), math=math(data)),
+            "actor_rollout_ref": {"model": {"path": "Qwen/Qwen2.5-7B-Instruct"}},
+        }
+    )
+    assert set(validate(config).datasets) == {"gsm8k", "math"}
+
+
+# --- utils/download_math_data.py --------------------------------------------------------------------
+
+
+def load_script(name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, REPO / "utils" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_download_script_writes_the_files_the_math_configs_read(monkeypatch, tmp_path):
+    import datasets
+
+    from tests.math_fixtures import MATH_ROWS
+
+    calls = []
+
+    def fake_load_dataset(path, name=None, split=None):
+        calls.append((path, name, split))
+        rows = GSM8K_ROWS if path == "openai/gsm8k" else [r for r in MATH_ROWS if r["type"].lower() == name]
+        return datasets.Dataset.from_list(rows or [{**MATH_ROWS[0], "type": name}])
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+    script = load_script("download_math_data")
+    assert script.main(["--out", str(tmp_path / "data")]) == 0
+    assert ("openai/gsm8k", "main", "test") in calls and ("EleutherAI/hendrycks_math", "precalculus", "train") in calls
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()) == [
+        "data/gsm8k/test.parquet",
+        "data/gsm8k/train.parquet",
+        "data/math/test.jsonl",
+        "data/math/train.jsonl",
+    ]
+    settings = ReasoningGymConfig.from_section(
+        {
+            "datasets": {
+                "gsm8k": gsm8k(tmp_path / "data"),
+                "math": {
+                    "source": {
+                        "format": "math",
+                        "train": str(tmp_path / "data/math/train.jsonl"),
+                        "val": str(tmp_path / "data/math/test.jsonl"),
+                    }
+                },
+            }
+        }
+    )
+    assert set(settings.datasets) == {"gsm8k", "math"}
+
+
+def test_download_script_fails_in_one_line_without_a_hub(monkeypatch, tmp_path, capsys):
+    import datasets
+
+    def offline(*args, **kwargs):
+        raise ConnectionError("no route to huggingface.co")
+
+    monkeypatch.setattr(datasets, "load_dataset", offline)
+    assert load_script("download_math_data").main(["--out", str(tmp_path)]) == 1
+    assert "could not download from the Hugging Face hub: no route" in capsys.readouterr().err
+    assert not any(tmp_path.rglob("*.parquet"))
+
+
+# --- row order, bad rows, blank cells ---------------------------------------------------------------
+
+
+def test_a_split_shorter_than_a_sorted_file_draws_from_all_of_it(tmp_path):
+    # MATH files come sorted by subject: the first rows are all algebra
+    rows = [
+        {
+            "problem": f"p{i}",
+            "solution": f"\\boxed{{{i}}}",
+            "level": "Level 1",
+            "type": "Algebra" if i < 50 else "Geometry",
+        }
+        for i in range(100)
+    ]
+    path = write_jsonl(tmp_path / "sorted.jsonl", rows)
+    spec = {"source": {"format": "math", "train": str(path), "val": str(path)}}
+    val = dataset("val", {"math": spec}, val_size=20)
+    types = [val[i]["extra_info"]["entry"]["metadata"]["type"] for i in range(20)]
+    assert 5 <= types.count("Geometry") <= 15
+    # n items are the n rows, each once, and the order is a function of the seed
+    whole = dataset("val", {"math": spec}, val_size=100)
+    assert sorted(whole[i]["extra_info"]["entry"]["metadata"]["row"] for i in range(100)) == list(range(100))
+    again = dataset("val", {"math": spec}, val_size=100)
+    other_seed = dataset("val", {"math": spec}, val_size=100, seed=7)
+    order = [whole[i]["raw_prompt"] for i in range(100)]
+    assert order == [again[i]["raw_prompt"] for i in range(100)] != [other_seed[i]["raw_prompt"] for i in range(100)]
+
+
+@pytest.mark.parametrize(
+    "bad_row, match",
+    [
+        ({"question": "q"}, r"bad\.jsonl: row 2 has no column 'answer' for format 'gsm8k'"),
+        (["q", "a"], r"bad\.jsonl: row 2 is list, not a record of named columns"),
+    ],
+)
+def test_a_bad_row_anywhere_is_named(tmp_path, bad_row, match):
+    path = write_jsonl(tmp_path / "bad.jsonl", [*GSM8K_ROWS[:2], bad_row])
+    with pytest.raises(ConfigError, match=match):
+        ReasoningGymConfig.from_section(
+            {"datasets": {"g": {"source": {"format": "gsm8k", "train": str(path)}}}}, splits=("train",)
+        )
+
+
+def test_rows_with_blank_cells_are_skipped(tmp_path):
+    rows = [
+        *GSM8K_ROWS[:1],
+        {"question": None, "answer": "#### 3"},
+        {"question": "   ", "answer": "#### 3"},
+        {"question": "q", "answer": "work ####  "},
+        {"question": "q", "answer": None},
+    ]
+    path = write_jsonl(tmp_path / "blank.jsonl", rows)
+    spec = {"source": {"format": "gsm8k", "train": str(path), "val": str(path)}}
+    train = dataset("train", {"gsm8k": spec}, train_size=3)
+    assert {train[i]["reward_model"]["ground_truth"] for i in range(3)} == {"72"}
+    math_rows = [{"problem": None, "solution": "\\boxed{1}", "level": 1.0, "type": "Algebra"}, *MATH_ROWS[:1]]
+    path = write_jsonl(tmp_path / "math.jsonl", math_rows)
+    spec = {"source": {"format": "math", "train": str(path), "val": str(path)}, "config": {"max_level": 1}}
+    train = dataset("train", {"math": spec}, train_size=2)
+    assert {train[i]["raw_prompt"][-1]["content"] for i in range(2)} == {MATH_ROWS[0]["problem"]}
+
+
+def test_a_float_level_column_is_read_as_levels(tmp_path):
+    rows = [{**row, "level": float(i + 1)} for i, row in enumerate(MATH_ROWS[:5])]
+    path = write_jsonl(tmp_path / "floats.jsonl", rows)
+    spec = {"source": {"format": "math", "train": str(path), "val": str(path)}, "config": {"max_level": 2}}
+    train = dataset("train", {"math": spec}, train_size=4)
+    assert {train[i]["extra_info"]["entry"]["metadata"]["level"] for i in range(4)} == {1, 2}
+
+
+def test_a_home_relative_path_is_expanded(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    write_parquet(tmp_path / "g.parquet", GSM8K_ROWS)
+    spec = {"source": {"format": "gsm8k", "train": "~/g.parquet", "val": "~/g.parquet"}}
+    assert len(dataset("train", {"gsm8k": spec}, train_size=4)) == 4
+
+
+def test_a_curriculum_that_can_reach_a_level_without_rows_is_refused(data):
+    # only levels 3-5 are Algebra or Geometry with types [Geometry]: level 4 only
+    spec = math(data, {"types": ["Geometry"]})
+    section = {"datasets": {"math": spec}, "curriculum": {"enabled": True, "levels": {"math": {"max_level": 4}}}}
+    with pytest.raises(
+        ConfigError, match=r"levels\.math: no training row has a level <= 1.*raise the dataset's config\.min_level"
+    ):
+        ReasoningGymConfig.from_section(section)
+    spec = math(data, {"types": ["Geometry"], "min_level": 4})
+    section["datasets"]["math"] = spec
+    assert ReasoningGymConfig.from_section(section).curriculum.levels == {"math": {"max_level": 4}}

@@ -1,0 +1,207 @@
+"""Tests for rg_verl.reward.math_verify: math-verify equivalence under a hard time limit."""
+
+import threading
+import time
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from rg_verl.reward.math_verify import gsm8k_reference, last_boxed, math_equal, math_equal_status
+from rg_verl.reward.time_limit import MAX_ANSWER_CHARS, Status
+
+MARGIN = 3.0
+HALF_FORMS = ["1/2", "0.5", r"\frac{1}{2}", r"\boxed{\dfrac12}"]
+HALF_GOLDS = ["0.5", r"\frac{1}{2}"]
+
+
+def _within(limit, fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` on a helper thread; fails (rather than hangs) after ``limit`` s."""
+    out = []
+    t = threading.Thread(target=lambda: out.append(fn(*args, **kwargs)), daemon=True)
+    t0 = time.monotonic()
+    t.start()
+    t.join(limit)
+    assert not t.is_alive() and time.monotonic() - t0 < limit, f"{fn.__name__} took over {limit} s"
+    return out[0]
+
+
+@pytest.mark.parametrize("gold", HALF_GOLDS)
+@pytest.mark.parametrize("answer", HALF_FORMS)
+def test_equivalent_forms_of_a_half(answer, gold):
+    assert math_equal(answer, gold) == 1.0
+    assert math_equal(gold, answer) == 1.0  # and with the roles swapped
+
+
+@pytest.mark.parametrize(
+    "answer, gold, expected",
+    [
+        ("2", "3", 0.0),
+        ("3", "2", 0.0),
+        ("1/3", "0.5", 0.0),
+        (r"\frac{1}{3}", r"\frac{1}{2}", 0.0),
+        (r"\sqrt{18}", r"3\sqrt{2}", 1.0),
+        (r"3\sqrt{2}", "3", 0.0),
+        ("(1, 2)", "2", 0.0),
+        ("10^{3}", "1000", 1.0),
+        ("1,234", "1234", 1.0),
+        (r"\$18", "18", 1.0),
+        ("18 dollars", "18", 1.0),
+        ("The answer is 5", "5", 1.0),
+        (r"The answer is $\boxed{7}$.", r"\boxed{7}", 1.0),
+        (r"\pi/2", r"\frac{\pi}{2}", 1.0),
+        (r"\{1,2\}", r"\{2,1\}", 1.0),
+        ("x = 2", "2", 1.0),
+        ("-4", "4", 0.0),
+        ("2*sqrt(3)", r"2\sqrt{3}", 1.0),  # plain-text math is read as LaTeX
+        ("2*sqrt(3)", "2", 0.0),
+        ("sqrt(2)/2", r"\frac{\sqrt{2}}{2}", 1.0),
+        ("x**2 + 1", "x^2+1", 1.0),
+        ("pi/2", r"\frac{\pi}{2}", 1.0),
+        ("-oo", r"-\infty", 1.0),
+    ],
+)
+def test_table(answer, gold, expected):
+    assert math_equal(answer, gold) == expected
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        r"\boxed{9^{9^{9^{9}}}}",
+        "9^{9^{9^{9}}}",
+        "10^{10^{10}}",
+        "2^{2^{2^{2^{2^{2}}}}}",
+        "(" * 5000,
+        "{" * 3000 + "}" * 3000,
+    ],
+)
+def test_hostile_answers_are_cut_off(answer):
+    value, status = _within(1.0 + MARGIN, math_equal_status, answer, "1", timeout=1.0)
+    assert value == 0.0 and status in (Status.OK, Status.TIMEOUT)
+    assert math_equal("1/2", "0.5") == 1.0  # the pool recovers
+
+
+def test_hostile_gold_is_cut_off_too():
+    assert _within(0.5 + MARGIN, math_equal, "1", r"\boxed{9^{9^{9^{9}}}}", timeout=0.5) == 0.0
+
+
+def test_oversize_answer_is_rejected_without_parsing():
+    big = "1" * 1_000_000
+    t0 = time.monotonic()
+    assert math_equal_status(big, "1") == (0.0, Status.OK)
+    assert math_equal_status(r"\boxed{" + big + "}", "1") == (0.0, Status.OK)
+    assert time.monotonic() - t0 < 0.5
+    assert math_equal("x" * (MAX_ANSWER_CHARS + 1), "1") == 0.0
+    assert math_equal("7", "7", max_chars=1) == 1.0
+    assert math_equal("12", "12.0", max_chars=1) == 0.0
+
+
+@pytest.mark.parametrize("answer, gold", [(None, "1"), ("1", None), (1, 1), ("", "1"), ("1", ""), ("  ", " ")])
+def test_bad_inputs_score_zero(answer, gold):
+    assert math_equal(answer, gold) == 0.0
+
+
+_text = st.text(
+    alphabet=st.one_of(st.sampled_from(list("{}\\$^_()[]0123456789+-*/=., xabfroxed%")), st.characters()),
+    max_size=60,
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(answer=st.one_of(_text, st.sampled_from(HALF_FORMS)), gold=st.one_of(_text, st.sampled_from(HALF_GOLDS)))
+def test_math_equal_never_raises(answer, gold):
+    value, status = math_equal_status(answer, gold, timeout=0.5)
+    assert value in (0.0, 1.0)
+    assert status in ("ok", "timeout")  # "error" would be an exception in the worker: a bug
+
+
+# --- last_boxed ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (r"\boxed{5}", "5"),
+        (r"first \boxed{1} then \boxed{\frac{1}{2}}.", r"\frac{1}{2}"),
+        (r"\boxed{\{1,2\}}", r"\{1,2\}"),
+        (r"$\boxed{ x^{2} }$", " x^{2} "),
+        (r"\boxed 12 apples", "12"),
+        (r"\boxed5", "5"),
+        (r"\boxed {7}", "7"),
+        (r"\fbox{3}", "3"),
+        (r"\fbox{3} \boxed{4}", "4"),
+        (r"\boxed{1} \boxedfoo{2}", "1"),
+        (r"\boxed{\boxed{8}}", "8"),
+        (r"\boxed{1} and a cut-off \boxed{12", None),
+        (r"\boxed", None),
+        ("no box", None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_last_boxed(text, expected):
+    assert last_boxed(text) == expected
+
+
+_plain = st.text(alphabet=st.characters(blacklist_characters="{}"), max_size=12)
+_balanced = st.recursive(
+    _plain,
+    lambda inner: st.lists(st.one_of(inner, inner.map(lambda s: "{" + s + "}")), max_size=4).map("".join),
+    max_leaves=12,
+)
+
+
+@given(prefix=st.text(max_size=30), inner=_balanced, suffix=st.text(max_size=30))
+def test_last_boxed_returns_balanced_content(prefix, inner, suffix):
+    assume("\\boxed" not in inner and "\\boxed" not in suffix)
+    assert last_boxed(prefix + r"\boxed{" + inner + "}" + suffix) == inner
+
+
+_pieces = st.one_of(st.sampled_from(["{", "}", "\\", "\\boxed", "\\fbox", " ", "\n", "x", "1", "$"]), st.characters())
+
+
+@given(st.lists(_pieces, max_size=40).map("".join))
+def test_last_boxed_never_raises(text):
+    result = last_boxed(text)
+    assert result is None or isinstance(result, str)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "\\boxed{" * 200_000,
+        "\\boxed{" + "{" * 1_000_000,
+        "\\boxedx" * 200_000,
+        "\\boxed " + "9" * 1_000_000,
+    ],
+)
+def test_last_boxed_is_linear(text):
+    t0 = time.monotonic()
+    last_boxed(text)
+    assert time.monotonic() - t0 < 1.0
+
+
+# --- gsm8k_reference -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("Natalia sold 48/2 = 24 clips.\n#### 72", "72"),
+        ("so 1,000 + 234 = 1,234\n#### 1,234", "1234"),
+        ("#### -3.5 ", "-3.5"),
+        ("a #### 1\n#### 2", "2"),
+        ("42", "42"),
+    ],
+)
+def test_gsm8k_reference(text, expected):
+    assert gsm8k_reference(text) == expected
+
+
+def test_gsm8k_reference_scores_against_model_answers():
+    gold = gsm8k_reference("... #### 1,234")
+    assert math_equal("1234", gold) == 1.0
+    assert math_equal("1,234", gold) == 1.0
+    assert math_equal(r"\boxed{1234}", gold) == 1.0
+    assert math_equal("1235", gold) == 0.0

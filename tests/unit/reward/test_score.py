@@ -1,0 +1,362 @@
+"""Tests for rg_verl.reward: answer extraction and scoring."""
+
+import logging
+import math
+
+import pytest
+import reasoning_gym
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import rg_verl.reward.score as reward_mod
+from rg_verl.reward import compute_score, extract_answer
+
+TAGS = ["<think>", "</think>", "<answer>", "</answer>"]
+
+
+# --- extraction ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("<think>r</think><answer>42</answer>", "42"),
+        ("  \n<think>r</think>\n\n<answer> 42 \n</answer>\n ", "42"),
+        ("<think></think><answer></answer>", ""),
+        ("<think>I may write <answer>1</answer></think><answer>2</answer>", "2"),
+        ("<think>multi\nline</think><answer>a\nb</answer>", "a\nb"),
+    ],
+)
+def test_strict_accepts_well_formed(text, expected):
+    assert extract_answer(text, strict=True) == expected
+    assert extract_answer(text, strict=False) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<answer>42</answer>",  # no think block
+        "preamble <think>r</think><answer>42</answer>",  # text before think
+        "<think>r</think><answer>42</answer> trailing",  # text after answer
+        "<think>r</think> between <answer>42</answer>",  # text between blocks
+        "<think>r</think><answer>1</answer><answer>2</answer>",  # two answers
+        "<think>r</think><think>s</think><answer>2</answer>",  # two thinks
+        "<think><think>r</think></think><answer>2</answer>",  # nested think
+        "<think>r</think><answer><answer>2</answer></answer>",  # nested answer
+        "<think>r<answer>2</answer>",  # unclosed think
+        "<think>r</think><answer>2",  # unclosed answer
+        "<think>r</think>",
+        "",
+        "</answer>",
+    ],
+)
+def test_strict_rejects_malformed(text):
+    assert extract_answer(text, strict=True) is None
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("The answer is <answer>7</answer>.", "7"),
+        ("<answer>1</answer> then <answer>2</answer> then <answer> 3 </answer>", "3"),
+        ("<answer>1</answer> and an unclosed <answer>2", "1"),
+        ("<answer><answer>x</answer></answer>", "x"),
+        ("<answer>x <answer>y</answer>", "y"),
+        ("<answer>1</answer></answer>", "1"),
+        ("</answer><answer>5</answer>", "5"),
+        ("<ANSWER>5</ANSWER>", None),
+        ("<answer>5", None),
+        ("5</answer>", None),
+        ("</answer><answer>", None),
+        ("no tags at all", None),
+        ("", None),
+    ],
+)
+def test_lenient(text, expected):
+    assert extract_answer(text, strict=False) == expected
+
+
+def test_default_is_lenient():
+    assert extract_answer("x <answer>1</answer>") == "1"
+
+
+def test_non_string_input():
+    assert extract_answer(None, strict=False) is None
+    assert extract_answer(None, strict=True) is None
+
+
+tagless_text = st.text().filter(lambda t: not any(tag in t for tag in TAGS))
+tag_soup = st.lists(st.one_of(st.sampled_from(TAGS + ["<", ">", "/", "answer", "think"]), st.text(max_size=5))).map(
+    "".join
+)
+
+
+@given(tagless_text)
+def test_property_roundtrip(t):
+    text = f"<think>x</think><answer>{t}</answer>"
+    assert extract_answer(text, strict=False) == t.strip()
+    assert extract_answer(text, strict=True) == t.strip()
+
+
+@given(st.one_of(st.text(), tag_soup), st.booleans())
+def test_property_never_raises(text, strict):
+    result = extract_answer(text, strict=strict)
+    assert result is None or (isinstance(result, str) and result in text)
+
+
+@given(st.one_of(st.text(), tag_soup))
+def test_property_strict_implies_lenient(text):
+    strict = extract_answer(text, strict=True)
+    if strict is not None:
+        assert extract_answer(text, strict=False) == strict
+
+
+@given(tagless_text, tagless_text)
+def test_property_last_answer_wins(a, b):
+    assert extract_answer(f"<answer>{a}</answer>{a}<answer>{b}</answer>", strict=False) == b.strip()
+
+
+HOSTILE = [
+    "<answer>" * 12_500,
+    "</answer>" * 11_200,
+    "<think>" * 14_300,
+    "<think>" + "</think>" * 12_500,
+    "<answer><think></answer>" * 4_200,
+    "<think>" + "x" * 100_000 + "</think><answer>" + "<answer>" * 10_000,
+    "<think>" + "<answer>" * 12_500 + "</think><answer>1</answer>",
+    "<think>a</think><answer>" + "<answer" * 14_300 + "</answer>",
+    "<" * 100_000,
+    "<answer>" + " " * 100_000 + "x",
+]
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_hostile_long_inputs_finish(strict):
+    def extract_all():
+        for text in HOSTILE:
+            assert len(text) >= 100_000
+            extract_answer(text, strict=strict)
+
+    # Linear scans take milliseconds here; catastrophic backtracking would take minutes: the call
+    # is given a generous deadline, as verl's reward loop would be.
+    _bounded(extract_all, limit_s=30)
+
+
+# --- scoring -------------------------------------------------------------------------------------
+
+
+def _entry(name, idx=0, **config):
+    return reasoning_gym.create_dataset(name, seed=1, size=10, **config)[idx]
+
+
+def _score(name, entry, response, **kwargs):
+    return compute_score(f"reasoning_gym/{name}", response, entry["answer"], {"entry": entry}, **kwargs)
+
+
+@pytest.mark.parametrize("name", ["chain_sum", "leg_counting", "spell_backward", "basic_arithmetic"])
+def test_right_answer(name):
+    entry = _entry(name)
+    result = _score(name, entry, f"<think>easy</think>\n<answer>{entry['answer']}</answer>")
+    assert result["score"] == result["correct_strict"] == result["correct_lenient"] == 1.0
+    assert result["accuracy"] == result["format_ok"] == result["answer_found"] == 1.0
+
+
+def test_wrong_answer():
+    entry = _entry("chain_sum")
+    wrong = str(int(entry["answer"]) + 1)
+    result = _score("chain_sum", entry, f"<think>x</think><answer>{wrong}</answer>")
+    assert result["score"] < 1.0 and result["accuracy"] == 0.0 and result["format_ok"] == 1.0
+
+
+def test_missing_answer_scores_zero():
+    entry = _entry("chain_sum")
+    result = _score("chain_sum", entry, f"the answer is {entry['answer']}")
+    assert result["score"] == result["accuracy"] == result["format_ok"] == result["answer_found"] == 0.0
+
+
+def test_lenient_by_default_strict_on_request():
+    entry = _entry("chain_sum")
+    response = f"Sure! <answer>{entry['answer']}</answer>"
+    lenient = _score("chain_sum", entry, response)
+    assert lenient["score"] == 1.0 and lenient["format_ok"] == 0.0
+    strict = _score("chain_sum", entry, response, mode="strict")
+    assert strict["score"] == 0.0 and strict["format_ok"] == 0.0 and strict["answer_found"] == 0.0
+
+
+def test_extra_kwargs_are_ignored():
+    entry = _entry("chain_sum")
+    result = _score("chain_sum", entry, f"<answer>{entry['answer']}</answer>", reward_router_address=None, foo=1)
+    assert result["score"] == 1.0
+
+
+def test_result_values_are_floats():
+    entry = _entry("leg_counting")
+    for response in ["", "<answer>3</answer>", f"<think></think><answer>{entry['answer']}</answer>"]:
+        result = _score("leg_counting", entry, response)
+        assert {"score", "accuracy", "format_ok", "answer_found", "correct_strict", "correct_lenient"} <= set(result)
+        assert all(type(v) is float for v in result.values())
+
+
+def test_entry_given_as_json_string():
+    import json
+
+    entry = _entry("chain_sum")
+    response = f"<answer>{entry['answer']}</answer>"
+    result = compute_score("reasoning_gym/chain_sum", response, "", {"entry": json.dumps(entry)})
+    assert result["score"] == 1.0
+
+
+def test_missing_entry_falls_back_to_ground_truth():
+    result = compute_score("reasoning_gym/chain_sum", "<answer>12</answer>", "12", {})
+    assert result["score"] == 1.0
+    assert compute_score("reasoning_gym/chain_sum", "<answer>12</answer>", "13", None)["score"] == 0.0
+
+
+def test_arc_entry_after_json_roundtrip_scores():
+    from rg_verl.data.dataset import to_json_safe
+
+    for name in ["arc_agi", "rearc"]:
+        entry = _entry(name)
+        result = _score(name, to_json_safe(entry), f"<answer>{entry['answer']}</answer>")
+        assert result["score"] == 1.0, name
+
+
+@pytest.mark.parametrize("data_source", ["openai/gsm8k", "reasoning_gym", "", "reasoning_gym/no_such_dataset"])
+def test_unknown_data_source(data_source):
+    with pytest.raises(ValueError, match="data_source"):
+        compute_score(data_source, "<answer>1</answer>", "1", {"entry": {}})
+
+
+def test_scorer_exception_scores_zero_and_warns(monkeypatch, caplog):
+    def boom(answer, entry):
+        raise RuntimeError("scorer bug")
+
+    monkeypatch.setattr(reward_mod, "_scorer", lambda name: boom)
+    with caplog.at_level(logging.WARNING, logger="rg_verl.reward"):
+        result = compute_score("reasoning_gym/chain_sum", "<answer>1</answer>", "1", {"entry": {"answer": "1"}})
+    assert result["score"] == 0.0 and result["scoring_failed"] == 1.0
+    assert "scorer bug" in caplog.text
+
+
+@pytest.mark.parametrize("raw, clipped", [(1.5, 1.0), (-0.5, 0.0), (float("nan"), 0.0), (0.25, 0.25), (True, 1.0)])
+def test_score_is_clipped(monkeypatch, raw, clipped):
+    monkeypatch.setattr(reward_mod, "_scorer", lambda name: lambda answer, entry: raw)
+    result = compute_score("reasoning_gym/chain_sum", "<answer>1</answer>", "1", {"entry": {"answer": "1"}})
+    assert result["score"] == clipped and not math.isnan(result["score"])
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.one_of(st.text(), tag_soup))
+def test_property_compute_score_never_raises(text):
+    entry = {"question": "q", "answer": "12", "metadata": {}}
+    result = compute_score("reasoning_gym/chain_sum", text, "12", {"entry": entry})
+    assert 0.0 <= result["score"] <= 1.0
+
+
+def test_verl_passes_reward_kwargs():
+    """verl's custom_reward_function loader forwards reward_kwargs (here mode=strict)."""
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.reward import get_custom_reward_fn
+
+    config = OmegaConf.create(
+        {
+            "reward": {
+                "custom_reward_function": {
+                    "path": "pkg://rg_verl.reward",
+                    "name": "compute_score",
+                    "reward_kwargs": {"mode": "strict"},
+                }
+            }
+        }
+    )
+    fn = get_custom_reward_fn(config)
+    entry = _entry("chain_sum")
+    kwargs = dict(data_source="reasoning_gym/chain_sum", ground_truth=entry["answer"], extra_info={"entry": entry})
+    assert fn(solution_str=f"<answer>{entry['answer']}</answer>", **kwargs)["score"] == 0.0
+    assert fn(solution_str=f"<think>t</think><answer>{entry['answer']}</answer>", **kwargs)["score"] == 1.0
+
+
+# --- hostile answers, threads and time bounds ---------------------------------------------------
+
+
+def _bounded(fn, *args, limit_s=10, **kwargs):
+    """Run ``fn`` on another thread, as verl's reward loop does, failing if it takes over ``limit_s``."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(fn, *args, **kwargs).result(timeout=limit_s)
+
+
+@pytest.mark.parametrize("name", ["intermediate_integration", "polynomial_multiplication"])
+def test_python_power_tower_is_cut_off(name):
+    entry = _entry(name)
+    result = _bounded(_score, name, entry, "<answer>9**9**9**9</answer>")
+    assert result["score"] == 0.0 and result["scoring_failed"] == 1.0
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "__import__('os').system('touch /tmp/rg_verl_pwned')",
+        "open(chr(47)+chr(116)+chr(109)+chr(112)+chr(47)+chr(120), chr(119))",
+        "x.__class__.__mro__",
+        "eval(chr(49))",
+    ],
+)
+def test_sympy_parsed_scorers_never_see_code(answer, tmp_path, monkeypatch):
+    called = []
+    monkeypatch.setattr(reward_mod, "call_bounded", lambda *args, **kwargs: called.append(args))
+    entry = _entry("polynomial_multiplication")
+    result = _score("polynomial_multiplication", entry, f"<answer>{answer}</answer>")
+    assert result["score"] == 0.0 and result["scoring_failed"] == 0.0
+    assert called == []  # rejected before any parsing
+
+
+def test_math_datasets_use_math_verify_from_threads():
+    entry = {"question": "q", "answer": "0.5", "metadata": {}}
+    for answer, expected in [("1/2", 1.0), ("\\frac{1}{2}", 1.0), ("\\boxed{\\dfrac12}", 1.0), ("0.6", 0.0)]:
+        result = _bounded(
+            compute_score,
+            "reasoning_gym/basic_arithmetic",
+            f"<answer>{answer}</answer>",
+            "0.5",
+            {"entry": entry},
+            math_datasets=["basic_arithmetic"],
+        )
+        assert result["score"] == expected, answer
+    hostile = _bounded(
+        compute_score,
+        "reasoning_gym/basic_arithmetic",
+        "<answer>\\boxed{9^{9^{9^{9}}}}</answer>",
+        "1",
+        {"entry": {"answer": "1"}},
+        math_datasets=["basic_arithmetic"],
+    )
+    assert hostile["score"] == 0.0
+
+
+def test_reward_works_inside_an_event_loop():
+    import asyncio
+
+    entry = _entry("polynomial_multiplication")
+
+    async def score_in_executor():
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            None, lambda: _score("polynomial_multiplication", entry, f"<answer>{entry['answer']}</answer>")
+        )
+
+    assert asyncio.run(score_in_executor())["score"] == 1.0
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.sampled_from(["polynomial_multiplication", "chain_sum", "spell_backward"]),
+    st.one_of(st.text(max_size=200), tag_soup, st.text(alphabet="x*+()9^", max_size=60)),
+    st.integers(0, 3),
+)
+def test_property_any_answer_scores_in_range_within_bounds(name, body, repeat):
+    entry = _entry(name)
+    text = f"<think>t</think><answer>{body * (repeat + 1)}</answer>"
+    result = _bounded(_score, name, entry, text)
+    assert 0.0 <= result["score"] <= 1.0

@@ -1,0 +1,135 @@
+"""Extra reward terms: each term's value on a table of responses, and their use in compute_score."""
+
+
+import pytest
+import reasoning_gym
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rg_verl.reward import compute_score
+from rg_verl.reward.terms import TERMS, Response, check_terms, revised_answers
+
+
+def response(correctness=0.0, format_ok=False, num_tokens=0, max_tokens=100, earlier=(), text=""):
+    return Response(text, correctness, format_ok, num_tokens, max_tokens, tuple(earlier))
+
+
+@pytest.mark.parametrize(
+    "term, case, expected",
+    [
+        ("format", response(format_ok=True), 1.0),
+        ("format", response(format_ok=False, correctness=1.0), 0.0),
+        ("length", response(num_tokens=0), 0.0),
+        ("length", response(num_tokens=25), -0.25),
+        ("length", response(num_tokens=100), -1.0),
+        ("length", response(num_tokens=400), -1.0),  # clamped
+        ("cosine", response(correctness=1.0, num_tokens=0), 1.0),
+        ("cosine", response(correctness=1.0, num_tokens=50), 0.75),
+        ("cosine", response(correctness=1.0, num_tokens=100), 0.5),
+        ("cosine", response(correctness=1.0, num_tokens=900), 0.5),  # clamped
+        ("cosine", response(correctness=0.0, num_tokens=0), -1.0),
+        ("cosine", response(correctness=0.0, num_tokens=50), -0.75),
+        ("cosine", response(correctness=0.5, num_tokens=100), -0.5),  # partial credit is not correct
+        ("self_correction", response(correctness=1.0, earlier=[False]), 1.0),
+        ("self_correction", response(correctness=1.0, earlier=[True, False]), 1.0),
+        ("self_correction", response(correctness=1.0, earlier=[True]), 0.0),  # was right already
+        ("self_correction", response(correctness=0.0, earlier=[False]), 0.0),  # ended wrong
+        ("self_correction", response(correctness=1.0), 0.0),  # never revised
+    ],
+)
+def test_term_values(term, case, expected):
+    assert TERMS[term](case) == pytest.approx(expected)
+
+
+@given(
+    st.sampled_from(sorted(TERMS)),
+    st.floats(0, 1),
+    st.booleans(),
+    st.integers(0, 10**6),
+    st.integers(0, 10**5),
+    st.lists(st.booleans(), max_size=4),
+)
+def test_terms_stay_in_range(term, correctness, format_ok, num_tokens, max_tokens, earlier):
+    value = TERMS[term](response(correctness, format_ok, num_tokens, max_tokens, earlier))
+    assert -1.0 <= value <= 1.0
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("no answers", []),
+        ("<answer>4</answer>", ["4"]),
+        ("<answer> 3 </answer> no wait <answer>4</answer>", ["3", "4"]),
+        ("<answer>3</answer><answer>unclosed", ["3"]),
+        ("</answer><answer>x</answer>", ["x"]),
+    ],
+)
+def test_revised_answers(text, expected):
+    assert revised_answers(text) == expected
+
+
+def test_unknown_term_names_the_valid_ones():
+    with pytest.raises(ValueError, match="valid terms: cosine, format, length, self_correction"):
+        check_terms({"fromat": 1.0})
+    with pytest.raises(ValueError, match="finite number"):
+        check_terms({"format": "high"})
+
+
+# --- in compute_score ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def entry():
+    return reasoning_gym.create_dataset("chain_sum", seed=3, size=1)[0]
+
+
+def score(entry, text, **kwargs):
+    return compute_score("reasoning_gym/chain_sum", text, entry["answer"], {"entry": entry}, **kwargs)
+
+
+def test_terms_are_weighted_and_reported(entry):
+    text = f"<think>t</think><answer>{entry['answer']}</answer>"
+    result = score(entry, text, terms={"format": 0.5, "self_correction": 0.0})
+    assert result["term/format"] == 1.0 and "term/self_correction" not in result  # weight 0 is off
+    assert result["score"] == pytest.approx(1.0 + 0.5)
+
+
+def test_self_correction_is_detected_and_rewarded(entry):
+    wrong = str(int(entry["answer"]) + 1)
+    text = f"<answer>{wrong}</answer> wait, recheck: <answer>{entry['answer']}</answer>"
+    result = score(entry, text, terms={"self_correction": 0.2})
+    assert result["revised"] == 1.0 and result["self_corrected"] == 1.0
+    assert result["score"] == pytest.approx(1.2)
+    repeated = score(entry, f"<answer>{entry['answer']}</answer><answer>{entry['answer']}</answer>")
+    assert repeated["revised"] == 0.0 and repeated["self_corrected"] == 0.0
+
+
+def test_strict_and_lenient_are_both_reported(entry):
+    text = f"Answer: <answer>{entry['answer']}</answer>"
+    lenient = score(entry, text)
+    strict = score(entry, text, mode="strict")
+    assert lenient["correct_strict"] == strict["correct_strict"] == 0.0
+    assert lenient["correct_lenient"] == strict["correct_lenient"] == 1.0
+    assert lenient["score"] == 1.0 and strict["score"] == 0.0
+
+
+def test_length_terms_count_tokens(entry, tmp_path_factory):
+    from rg_verl.tiny_model import build_tiny_model
+
+    tokenizer = build_tiny_model(tmp_path_factory.mktemp("tok") / "model")
+    text = f"<think>{'abc ' * 20}</think><answer>{entry['answer']}</answer>"
+    result = score(entry, text, terms={"length": 1.0, "cosine": 1.0}, tokenizer_path=str(tokenizer), max_response_length=512)
+    assert 20 < result["response_tokens"] < 512
+    assert result["term/length"] == pytest.approx(-result["response_tokens"] / 512)
+    assert 0.5 < result["term/cosine"] < 1.0
+    huge = score(entry, "x" * 1_000_000, terms={"length": 1.0}, tokenizer_path=str(tokenizer), max_response_length=512)
+    assert huge["term/length"] == -1.0
+
+
+def test_bad_reward_kwargs_are_rejected(entry):
+    with pytest.raises(ValueError, match="mode"):
+        score(entry, "", mode="fuzzy")
+    with pytest.raises(ValueError, match="valid terms"):
+        score(entry, "", terms={"brevity": 1.0})
+    with pytest.raises(ValueError, match="tokenizer_path"):
+        score(entry, "", terms={"length": 1.0})

@@ -1,0 +1,345 @@
+"""Every shipped config composes, passes our validation and verl's, and means what its name says.
+
+The parametrized tests follow the directory listing of ``configs/``: a new YAML is covered the
+moment it exists. Files named ``_*.yaml`` are shared layers that experiment configs list in their
+defaults; they are not configs on their own.
+"""
+
+import ast
+import contextlib
+import copy
+import dataclasses
+import functools
+import importlib.util
+import inspect
+import os
+import subprocess
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig, OmegaConf
+from reasoning_gym.factory import DATASETS
+
+import rg_verl.config
+from rg_verl.config import validate
+from rg_verl.grpo.launch import apply_device_settings
+from rg_verl.grpo.metrics import dataset_category
+from rg_verl.reward import compute_score
+from tests.helpers import REPO
+
+CONFIGS_DIR = REPO / "configs"
+PACKAGE = REPO / "rg_verl"
+
+CONFIGS = sorted(p for p in CONFIGS_DIR.rglob("*.yaml") if not p.name.startswith("_"))
+SHARED_LAYERS = sorted(p for p in CONFIGS_DIR.rglob("_*.yaml"))
+# the GPU experiments; smoke/ holds the CPU smoke config
+EXPERIMENTS = [p for p in CONFIGS if p.parent.name != "smoke"]
+# the reasoning-gym experiments share the reference project's GRPO setup; math/ trains 7B models on files
+REFERENCE_EXPERIMENTS = [p for p in EXPERIMENTS if p.parent.name != "math"]
+
+
+def config_id(path: Path) -> str:
+    return str(path.relative_to(CONFIGS_DIR).with_suffix(""))
+
+
+def in_dir(name: str) -> list[Path]:
+    return [p for p in CONFIGS if p.parent.name == name]
+
+
+@contextlib.contextmanager
+def working_directory(path: str):
+    # contextlib.chdir is Python >= 3.11; we support 3.10
+    previous = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(previous)
+
+
+@functools.cache
+def _composed(path: Path, overrides: tuple[str, ...]) -> DictConfig:
+    # compose from a directory outside the repository: no config may depend on the working directory
+    with working_directory(tempfile.gettempdir()):
+        with initialize_config_dir(config_dir=str(path.parent), version_base=None):
+            return compose(config_name=path.stem, overrides=list(overrides))
+
+
+def composed(path: Path, overrides: tuple[str, ...] = ()) -> DictConfig:
+    """The composed config of ``path`` (a copy: tests may change it)."""
+    return copy.deepcopy(_composed(path, overrides))
+
+
+def verl_validate(config: DictConfig) -> None:
+    """verl's own checks, as train_grpo.py runs them (after the device settings; none on cuda)."""
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    apply_device_settings(config)
+    validate_config(config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+
+
+def mix(config: DictConfig, section: str) -> dict:
+    """``reasoning_gym.<section>`` as a plain dict ({} when absent)."""
+    value = config.reasoning_gym.get(section)
+    return OmegaConf.to_container(value, resolve=True) if value else {}
+
+
+def test_the_issue_configs_exist():
+    names = {config_id(p) for p in CONFIGS}
+    inter = ["algorithmic", "algebra", "logic", "games", "arithmetic", "cognition", "geometry", "graphs", "arc"]
+    intra = ["algebra", "algorithmic", "arithmetic", "cognition", "games", "graphs"]
+    expected = {f"inter_generalisation/{c}_qwen_3b" for c in inter}
+    expected |= {f"intra_generalisation/{c}_qwen_3b" for c in intra}
+    expected |= {"external_benchmarks/rg_math_llama_3b", "external_benchmarks/rg_math_qwen_3b"}
+    expected |= {f"curriculum/{n}" for n in ("knights_knaves_curriculum", "knights_knaves_no_curriculum")}
+    expected |= {"curriculum/spell_backward_curriculum"}
+    expected |= {"math/gsm8k_qwen_7b", "math/math_qwen_7b", "math/gsm8k_qwen_7b_lora"}
+    assert expected <= names, f"missing: {sorted(expected - names)}"
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=config_id)
+def test_config_composes_and_passes_our_validation(path):
+    config = composed(path)
+    settings = validate(config)
+    assert settings.datasets
+    # our section reaches the dataset through verl's data config
+    assert OmegaConf.to_container(config.data.reasoning_gym, resolve=True) == OmegaConf.to_container(
+        config.reasoning_gym, resolve=True
+    )
+
+
+@pytest.mark.filterwarnings("ignore:Disabled critic")  # GRPO has no critic, as intended
+@pytest.mark.parametrize("path", CONFIGS, ids=config_id)
+def test_config_passes_verl_validation(path):
+    config = composed(path)
+    if config.actor_rollout_ref.model.lora_rank > 0 and importlib.util.find_spec("vllm") is None:
+        # verl checks a LoRA rank against vLLM's supported ranks by importing vLLM, a GPU-only package;
+        # check the rank against that list here and the rest of the config through verl
+        assert config.actor_rollout_ref.model.lora_rank in VLLM_LORA_RANKS
+        config.actor_rollout_ref.rollout.name = "hf"
+    verl_validate(config)
+
+
+# the LoRA ranks vLLM serves (verl.workers.rollout.vllm_rollout.utils.get_vllm_max_lora_rank)
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+
+# the overrides README.md gives for running the 4-GPU experiments on a smaller node
+SMALLER_NODES = {
+    "1gpu": (
+        "trainer.n_gpus_per_node=1",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+        "actor_rollout_ref.rollout.gpu_memory_utilization=0.4",
+        "actor_rollout_ref.actor.fsdp_config.param_offload=true",
+        "actor_rollout_ref.actor.fsdp_config.optimizer_offload=true",
+    ),
+    "2gpu": ("trainer.n_gpus_per_node=2", "actor_rollout_ref.rollout.gpu_memory_utilization=0.5"),
+}
+
+
+@pytest.mark.filterwarnings("ignore:Disabled critic")
+@pytest.mark.parametrize("node", SMALLER_NODES)
+def test_readme_overrides_for_smaller_nodes_pass_verl_validation(node):
+    config = composed(CONFIGS_DIR / "inter_generalisation" / "algorithmic_qwen_3b.yaml", SMALLER_NODES[node])
+    verl_validate(config)
+    assert config.trainer.n_gpus_per_node % config.actor_rollout_ref.rollout.tensor_model_parallel_size == 0
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=config_id)
+def test_config_names_only_registered_datasets(path):
+    config = composed(path)
+    for section in ("datasets", "val_datasets"):
+        generated = {name for name, spec in mix(config, section).items() if not (spec or {}).get("source")}
+        unknown = generated - set(DATASETS)
+        assert not unknown, f"reasoning_gym.{section} names unknown datasets {sorted(unknown)}"
+
+
+@pytest.mark.parametrize("path", REFERENCE_EXPERIMENTS, ids=config_id)
+def test_experiment_uses_the_reference_grpo_setup(path):
+    config = composed(path)
+    actor, rollout = config.actor_rollout_ref.actor, config.actor_rollout_ref.rollout
+    assert config.algorithm.adv_estimator == "grpo"
+    assert rollout.name == "vllm" and rollout.n == 8
+    assert actor.optim.lr == pytest.approx(1e-6)
+    assert actor.use_kl_loss and actor.kl_loss_coef == pytest.approx(0.001) and actor.kl_loss_type == "low_var_kl"
+    assert not config.algorithm.use_kl_in_reward
+    assert actor.entropy_coeff == pytest.approx(0.001)
+    assert config.data.train_batch_size == 32 and actor.ppo_mini_batch_size == 16
+    assert config.data.max_prompt_length >= 4096 and config.data.max_response_length == 2048
+    # one whole prompt + response must fit in a packed micro-batch
+    assert actor.use_dynamic_bsz
+    assert actor.ppo_max_token_len_per_gpu >= config.data.max_prompt_length + config.data.max_response_length
+    assert config.trainer.n_gpus_per_node % rollout.tensor_model_parallel_size == 0
+    assert config.trainer.device == "cuda" and config.trainer.n_gpus_per_node == 4
+    terms = config.reward.custom_reward_function.reward_kwargs.terms
+    assert terms.format > 0 and terms.length > 0, "experiments shape the reward with format and length terms"
+    steps = config.trainer.total_training_steps
+    assert steps == {"external_benchmarks": 2000, "curriculum": steps}.get(path.parent.name, 500)
+    # every training prompt of the run is a fresh item
+    assert config.reasoning_gym.train_size >= steps * config.data.train_batch_size
+
+
+@pytest.mark.parametrize("path", in_dir("math"), ids=config_id)
+def test_math_config_trains_qwen_7b_with_grpo_on_its_benchmark_file(path):
+    config = composed(path)
+    actor, rollout = config.actor_rollout_ref.actor, config.actor_rollout_ref.rollout
+    assert config.actor_rollout_ref.model.path == "Qwen/Qwen2.5-7B-Instruct"
+    assert config.algorithm.adv_estimator == "grpo" and rollout.name == "vllm" and rollout.n == 8
+    assert actor.use_kl_loss and actor.kl_loss_type == "low_var_kl"
+    assert config.trainer.device == "cuda"
+    assert config.trainer.n_gpus_per_node % rollout.tensor_model_parallel_size == 0
+    benchmark = path.stem.split("_")[0]
+    (name, spec), *others = mix(config, "datasets").items()
+    assert not others and name == benchmark and spec["source"]["format"] == benchmark
+    assert spec["source"]["train"].endswith(f"{benchmark}/train.{'parquet' if benchmark == 'gsm8k' else 'jsonl'}")
+    assert "/test." in spec["source"]["val"]
+    lora = config.actor_rollout_ref.model.lora_rank
+    if path.stem.endswith("_lora"):
+        # the 7B model on one GPU: rank-64 adapters, the engine loads the base weights itself
+        assert lora == 64 and config.trainer.n_gpus_per_node == 1 and rollout.tensor_model_parallel_size == 1
+        assert rollout.load_format == "safetensors" and rollout.layered_summon
+        assert config.actor_rollout_ref.model.target_modules == "all-linear"
+    else:
+        assert lora == 0 and config.trainer.n_gpus_per_node == 8
+    if benchmark == "math":  # the level curriculum: from max level 3 up to 5
+        assert config.reasoning_gym.curriculum.enabled
+        assert config.reasoning_gym.curriculum.levels.math.max_level == 3 and spec["config"]["max_level"] == 5
+
+
+@pytest.mark.parametrize("path", in_dir("inter_generalisation"), ids=config_id)
+def test_inter_config_trains_on_its_own_category(path):
+    category = path.stem.removesuffix("_qwen_3b")
+    config = composed(path)
+    names = mix(config, "datasets")
+    assert {dataset_category(n) for n in names} == {category}
+    assert not mix(config, "val_datasets"), "inter-domain configs validate in-domain; transfer is evaluated after"
+    assert config.actor_rollout_ref.model.path == "Qwen/Qwen2.5-3B-Instruct"
+
+
+@pytest.mark.parametrize("path", in_dir("intra_generalisation"), ids=config_id)
+def test_intra_config_validates_on_held_out_datasets_of_its_category(path):
+    category = path.stem.removesuffix("_qwen_3b")
+    config = composed(path)
+    train, val = set(mix(config, "datasets")), set(mix(config, "val_datasets"))
+    assert val, "an intra-domain config needs reasoning_gym.val_datasets (the held-out datasets)"
+    assert not train & val, f"datasets both trained on and held out: {sorted(train & val)}"
+    assert {dataset_category(n) for n in train | val} == {category}
+    whole = {n for n in DATASETS if dataset_category(n) == category}
+    assert train | val == whole, f"neither trained on nor held out: {sorted(whole - train - val)}"
+
+
+def test_external_benchmark_configs_train_both_models_on_the_same_math_mix():
+    configs = {p.stem: composed(p) for p in in_dir("external_benchmarks")}
+    models = {c.actor_rollout_ref.model.path for c in configs.values()}
+    assert models == {"meta-llama/Llama-3.2-3B-Instruct", "Qwen/Qwen2.5-3B-Instruct"}
+    mixes = [mix(c, "datasets") for c in configs.values()]
+    assert all(m == mixes[0] for m in mixes)
+    assert {dataset_category(n) for n in mixes[0]} <= {"arithmetic", "algebra", "geometry"}
+
+
+def test_knights_knaves_runs_with_and_without_curriculum_share_model_steps_and_validation():
+    with_curriculum = composed(CONFIGS_DIR / "curriculum" / "knights_knaves_curriculum.yaml")
+    without = composed(CONFIGS_DIR / "curriculum" / "knights_knaves_no_curriculum.yaml")
+    validated_on = [mix(c, "val_datasets") or mix(c, "datasets") for c in (with_curriculum, without)]
+    assert validated_on[0] == validated_on[1]
+    for key in ("actor_rollout_ref.model.path", "trainer.total_training_steps", "data.train_batch_size"):
+        assert OmegaConf.select(with_curriculum, key) == OmegaConf.select(without, key), key
+
+
+def test_experiment_command_composes_and_draws_items_from_any_directory(tmp_path):
+    """The README command, with a relative --config-path, run from outside the repo (+dry_run: no Ray)."""
+    config = CONFIGS_DIR / "intra_generalisation" / "algorithmic_qwen_3b.yaml"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "train_grpo.py"),
+            "--config-path",
+            "configs/intra_generalisation",
+            "--config-name",
+            config.stem,
+            "+dry_run=true",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    sources = defaultdict(set)
+    for line in proc.stdout.splitlines():
+        if line.startswith("--- "):  # "--- <split>[<index>] reasoning_gym/<dataset>"
+            split, source = line[4:].split(" ", 1)
+            sources[split.split("[")[0]].add(source.removeprefix("reasoning_gym/"))
+    expected = composed(config)
+    assert sources["train"] and sources["train"] <= set(mix(expected, "datasets"))
+    assert sources["val"] and sources["val"] <= set(mix(expected, "val_datasets"))
+
+
+# --- every key of our sections is read by code -------------------------------------------------
+
+
+def _section_classes() -> list[type]:
+    """The dataclasses of rg_verl/config.py: one per section (or sub-section) of our config."""
+    return [
+        obj
+        for obj in vars(rg_verl.config).values()
+        if inspect.isclass(obj) and dataclasses.is_dataclass(obj) and obj.__module__ == rg_verl.config.__name__
+    ]
+
+
+SECTION_FIELDS = [(cls, f.name) for cls in _section_classes() for f in dataclasses.fields(cls)]
+
+
+@functools.cache
+def _names_read_outside_config() -> frozenset[str]:
+    """Names that code in rg_verl/ other than config.py reads.
+
+    That is: attributes (``settings.seed``), string keys (``section["seed"]``), function parameters
+    the function's body uses (verl passes ``reward_kwargs`` as keyword arguments), and the ``self.``
+    fields read by a method of a config dataclass that such code calls (``settings.mix(split)``).
+    """
+    read: set[str] = set()
+    config_py = PACKAGE / "config.py"
+    for path in PACKAGE.rglob("*.py"):
+        if path == config_py:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+                read.add(node.attr)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                read.add(node.value)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                params = {a.arg for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs}
+                used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+                read |= params & used
+    for cls in ast.walk(ast.parse(config_py.read_text())):
+        if not isinstance(cls, ast.ClassDef):
+            continue
+        for method in cls.body:
+            if isinstance(method, ast.FunctionDef) and method.name in read and method.name != "from_section":
+                read |= {
+                    n.attr
+                    for n in ast.walk(method)
+                    if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self"
+                }
+    return frozenset(read)
+
+
+@pytest.mark.parametrize("cls, name", SECTION_FIELDS, ids=[f"{c.__name__}.{n}" for c, n in SECTION_FIELDS])
+def test_every_key_of_our_sections_is_read_by_code(cls, name):
+    assert name in _names_read_outside_config(), (
+        f"{cls.__name__}.{name} is accepted in configs but nothing in rg_verl/ outside config.py reads it; "
+        "use it or remove it"
+    )
+
+
+def test_every_reward_key_is_a_parameter_of_the_reward_function():
+    """verl calls compute_score(**reward_kwargs); a key it does not name would vanish into **kwargs."""
+    parameters = inspect.signature(compute_score).parameters
+    for field in dataclasses.fields(rg_verl.config.RewardConfig):
+        assert field.name in parameters, f"reward_kwargs.{field.name} is not a parameter of compute_score"
