@@ -4,8 +4,8 @@
 
 1. Builds a randomly initialised Qwen2 with Qwen2.5-0.5B's shapes (494M parameters, tied embeddings),
    shards it with FSDP2 (``fully_shard`` per decoder layer and at the root, as verl does) over 2 gloo
-   ranks on the CPU and saves it through verl's ``FSDPCheckpointManager`` (model only). The checkpoint
-   is reused from ``--workdir`` when it is already there.
+   ranks on the CPU and saves it through verl's ``FSDPCheckpointManager`` (model only), with
+   ``rg_verl.checkpoint.synthetic``. The checkpoint is reused from ``--workdir`` when it is already there.
 2. Times, side by side, each in a fresh process (so peak RSS is per arm) and after its imports:
    ``copy``:  a plain copy of the model shard bytes (read + write + fsync): the disk limit;
    ``ours``:  ``rg_verl.checkpoint.convert_checkpoint`` to bf16;
@@ -53,43 +53,29 @@ MODEL = dict(
 
 
 def _save_worker(rank: int, actor: str, tiny: str, init: str) -> None:
-    import logging
-    import warnings
-
     import torch
-    import torch.distributed as dist
-    from omegaconf import OmegaConf
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
     from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
-    from verl.utils.checkpoint.fsdp_checkpoint_manager import FSDPCheckpointManager
 
-    warnings.filterwarnings("ignore")
-    logging.disable(logging.WARNING)
-    dist.init_process_group("gloo", init_method=f"file://{init}", rank=rank, world_size=WORLD_SIZE)
-    tokenizer = AutoTokenizer.from_pretrained(tiny)
-    config = Qwen2Config(**MODEL, bos_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
-    config.name_or_path = tiny  # the manager copies the generation config from here
-    with torch.device("meta"):  # each rank materialises only its own shards
-        model = Qwen2ForCausalLM(config)
-    mesh = init_device_mesh("cpu", (WORLD_SIZE,), mesh_dim_names=("fsdp",))
-    for layer in model.model.layers:
-        fully_shard(layer, mesh=mesh)
-    fully_shard(model, mesh=mesh)
-    model.to_empty(device="cpu")
-    generator = torch.Generator().manual_seed(rank)
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            local = param.to_local()
-            if name.endswith("norm.weight"):
-                local.fill_(1.0)
-            else:
-                local.normal_(0.0, 0.02, generator=generator)
-    manager = FSDPCheckpointManager(
-        model, None, None, processing_class=tokenizer, checkpoint_config=OmegaConf.create({"save_contents": ["model"]})
-    )
-    manager.save_checkpoint(actor, global_step=1)
-    dist.destroy_process_group()
+    from rg_verl.checkpoint.synthetic import cpu_mesh, gloo_group, quiet_worker, save_checkpoint, shard_like_verl
+
+    quiet_worker()
+    with gloo_group(init, rank, WORLD_SIZE):
+        tokenizer = AutoTokenizer.from_pretrained(tiny)
+        config = Qwen2Config(**MODEL, bos_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
+        config.name_or_path = tiny  # the manager copies the generation config from here
+        with torch.device("meta"):  # each rank materialises only its own shards
+            model = Qwen2ForCausalLM(config)
+        shard_like_verl(model, cpu_mesh(WORLD_SIZE))
+        model.to_empty(device="cpu")
+        generator = torch.Generator().manual_seed(rank)
+        with torch.no_grad():
+            for name, param in model.named_parameters():
+                local = param.to_local()
+                if name.endswith("norm.weight"):
+                    local.fill_(1.0)
+                else:
+                    local.normal_(0.0, 0.02, generator=generator)
+        save_checkpoint(model, actor, tokenizer)
 
 
 def make_checkpoint(workdir: Path) -> Path:
@@ -231,46 +217,18 @@ def same_tensors(a: Path, b: Path) -> bool:
     return True
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "rg_verl_bench_convert")
-    parser.add_argument("--keep", action="store_true", help="keep the converted outputs")
-    parser.add_argument("--repeats", type=int, default=3, help="runs per arm, interleaved; the fastest counts")
-    parser.add_argument("--arm", choices=list(ARMS), help=argparse.SUPPRESS)
-    parser.add_argument("paths", nargs="*", type=Path, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.arm:
-        child(args.arm, *args.paths)
-        return
+def model_size(actor: Path) -> tuple[int, int]:
+    """Parameters and bytes of the checkpoint's model as stored (fp32), the tied lm_head counted once."""
+    from rg_verl.checkpoint import inspect_checkpoint
+    from rg_verl.checkpoint.assembly import Checkpoint
 
-    args.workdir.mkdir(parents=True, exist_ok=True)
-    actor = make_checkpoint(args.workdir)
-    shard_bytes = sum(f.stat().st_size for f in actor.glob("model_world_size_*_rank_*.pt"))
-    import torch
-    from safetensors import safe_open  # noqa: F401
+    with Checkpoint(inspect_checkpoint(actor)) as ckpt:
+        unique = [s for s in ckpt.sources.values() if s.key != "lm_head.weight"]
+        return sum(s.numel for s in unique), sum(s.numel * s.dtype.itemsize for s in unique)
 
-    from rg_verl.checkpoint import _Checkpoint, inspect_checkpoint
 
-    with _Checkpoint(inspect_checkpoint(actor)) as ckpt:  # the model's size as stored (fp32)
-        sources = {s.key: s for s in ckpt.sources.values()}
-        unique = {k: s for k, s in sources.items() if k != "lm_head.weight"}
-        n_params = sum(s.numel for s in unique.values())
-        model_bytes = sum(s.numel * s.dtype.itemsize for s in unique.values())
-    print(
-        f"checkpoint: {n_params / 1e6:.0f}M parameters, fp32 model {model_bytes / 1e9:.2f} GB, "
-        f"shard files {shard_bytes / 1e9:.2f} GB, {WORLD_SIZE} ranks; {os.cpu_count()} CPUs, torch {torch.__version__}"
-    )
-
-    print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-    results: dict[str, dict] = {}
-    for _ in range(args.repeats):
-        for arm in ("copy", "ours", "verl", "ours-fp32"):
-            r = run_arm(arm, actor, args.workdir / f"out-{arm}")
-            if arm not in results or r["seconds"] < results[arm]["seconds"]:
-                results[arm] = r
-    print(f"load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-    identical = same_tensors(args.workdir / "out-ours", args.workdir / "out-verl")
-
+def report(results: dict[str, dict], model_bytes: int, identical: bool) -> None:
+    """The table of arms, then the ratios against the goals."""
     print(f"\n{'arm':<10} {'seconds':>8} {'process s':>10} {'peak RSS GB':>12} {'RSS/model':>10} {'written GB':>11}")
     for arm, r in results.items():
         print(
@@ -289,6 +247,40 @@ def main() -> None:
         f"ours-fp32 / copy time: {results['ours-fp32']['seconds'] / copy['seconds']:.2f}x   "
         f"bf16 outputs of ours and verl identical: {'yes' if identical else 'NO'}"
     )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "rg_verl_bench_convert")
+    parser.add_argument("--keep", action="store_true", help="keep the converted outputs")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per arm, interleaved; the fastest counts")
+    parser.add_argument("--arm", choices=list(ARMS), help=argparse.SUPPRESS)
+    parser.add_argument("paths", nargs="*", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.arm:
+        child(args.arm, *args.paths)
+        return
+
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    actor = make_checkpoint(args.workdir)
+    shard_bytes = sum(f.stat().st_size for f in actor.glob("model_world_size_*_rank_*.pt"))
+    import torch
+
+    n_params, model_bytes = model_size(actor)
+    print(
+        f"checkpoint: {n_params / 1e6:.0f}M parameters, fp32 model {model_bytes / 1e9:.2f} GB, "
+        f"shard files {shard_bytes / 1e9:.2f} GB, {WORLD_SIZE} ranks; {os.cpu_count()} CPUs, torch {torch.__version__}"
+    )
+
+    print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    results: dict[str, dict] = {}
+    for _ in range(args.repeats):
+        for arm in ("copy", "ours", "verl", "ours-fp32"):
+            r = run_arm(arm, actor, args.workdir / f"out-{arm}")
+            if arm not in results or r["seconds"] < results[arm]["seconds"]:
+                results[arm] = r
+    print(f"load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    report(results, model_bytes, same_tensors(args.workdir / "out-ours", args.workdir / "out-verl"))
     if not args.keep:
         for arm in results:
             shutil.rmtree(args.workdir / f"out-{arm}", ignore_errors=True)

@@ -16,10 +16,12 @@ The configs in configs/math/ read them from ``data/`` under the working director
 from __future__ import annotations
 
 import argparse
-import os
+import io
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+from rg_verl.atomic import write_atomic
 
 GSM8K = ("openai/gsm8k", "main")
 MATH = "EleutherAI/hendrycks_math"
@@ -35,13 +37,13 @@ MATH_SUBJECTS = (
 
 
 def _write(table, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.partial")
+    """``table`` (a ``datasets.Dataset``) as parquet or JSON lines, by ``path``'s suffix, written atomically."""
+    data = io.BytesIO()
     if path.suffix == ".parquet":
-        table.to_parquet(str(partial))
+        table.to_parquet(data)
     else:
-        table.to_json(str(partial), lines=True, force_ascii=False)
-    os.replace(partial, path)
+        table.to_json(data, lines=True, force_ascii=False)
+    write_atomic(path, data.getvalue())
     print(f"{path}: {len(table)} rows")
 
 

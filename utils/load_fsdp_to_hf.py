@@ -2,12 +2,11 @@
 """Convert a verl FSDP checkpoint into a Hugging Face model folder (safetensors, config, tokenizer).
 
     python utils/load_fsdp_to_hf.py <ckpt>/global_step_N/actor <out_dir> [name] [options]
+    python utils/load_fsdp_to_hf.py <ckpt>/global_step_N/actor <hf config folder> <output>   # reasoning-gym's order
+    python utils/load_fsdp_to_hf.py --help
 
-The model is written to <out_dir>/<name>, or to <out_dir> without a name. reasoning-gym's older order,
-<actor> <huggingface config folder> <output>, still works: when the second argument is a folder holding a
-config.json and a third is given, config and tokenizer come from that folder. The work is done by
-rg_verl.checkpoint (its command line is rg_verl.checkpoint.cli, also run by ``rg-verl convert``); this
-script only passes the arguments on.
+The command line is rg_verl.checkpoint.cli (also run by ``rg-verl convert``); its docstring and --help
+describe the arguments and options. This script only passes them on.
 """
 
 import sys

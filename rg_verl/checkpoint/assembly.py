@@ -1,8 +1,8 @@
 """From per-rank entries to full tensors.
 
-Each DTensor / ShardedTensor / plain entry becomes a :class:`_Source` (global shape, dtype, every rank's
-piece); :class:`_Checkpoint` opens the shard files and checks that the pieces tile each tensor, and
-:func:`_assemble` reads the pieces into one full tensor.
+Each DTensor / ShardedTensor / plain entry becomes a :class:`Source` (global shape, dtype, every rank's
+piece); :class:`Checkpoint` opens the shard files and checks that the pieces tile each tensor, and
+:func:`assemble` reads the pieces into one full tensor.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from typing import Any
 import torch
 
 from .errors import CheckpointError
-from .reading import CheckpointInfo, _Record, _ShardFile, _state_dict, _TensorRef, _Wrapper
+from .reading import CheckpointInfo, ShardFile
+from .unpickler import Record, TensorRef, Wrapper, attrs_of
 
 logger = logging.getLogger(__name__)
 
@@ -25,11 +26,11 @@ _WRAPPER_PREFIXES = ("_fsdp_wrapped_module.", "_checkpoint_wrapped_module.", "_o
 
 
 @dataclass(frozen=True)
-class _Piece:
+class Piece:
     """One rank's part of a tensor: a box of the full tensor at ``offsets`` with ``ref.shape``."""
 
     rank: int
-    ref: _TensorRef
+    ref: TensorRef
     offsets: tuple[int, ...]
     # for DTensor pieces: placements and mesh coordinate, so --verify can re-split with torch.chunk
     placements: tuple[tuple, ...] | None = None
@@ -38,22 +39,22 @@ class _Piece:
 
 
 @dataclass
-class _Source:
+class Source:
     """A full tensor of the checkpoint: its global shape and dtype, and every rank's piece of it."""
 
     key: str
     shape: tuple[int, ...]
     dtype: torch.dtype
     kind: str  # "dtensor" | "sharded_tensor" | "tensor"
-    pieces: list[_Piece]  # every rank's pieces, replicas included
+    pieces: list[Piece]  # every rank's pieces, replicas included
     files: dict[int, Path]
 
     @property
     def numel(self) -> int:
         return math.prod(self.shape)
 
-    def unique_pieces(self) -> list[_Piece]:
-        seen: dict[tuple, _Piece] = {}
+    def unique_pieces(self) -> list[Piece]:
+        seen: dict[tuple, Piece] = {}
         for p in self.pieces:
             seen.setdefault((p.offsets, p.ref.shape), p)
         return list(seen.values())
@@ -66,21 +67,21 @@ class _Source:
 class _DTensorEntry:
     shape: tuple[int, ...]
     dtype: torch.dtype
-    local: _TensorRef
+    local: TensorRef
     placements: tuple[tuple, ...]
     coordinate: tuple[int, ...] | None
-    mesh_ranks: _TensorRef | None
+    mesh_ranks: TensorRef | None
 
 
 @dataclass
 class _ShardedEntry:
     shape: tuple[int, ...]
     dtype: torch.dtype
-    shards: list[tuple[_TensorRef, tuple[int, ...], tuple[int, ...]]]  # (data, offsets, sizes)
+    shards: list[tuple[TensorRef, tuple[int, ...], tuple[int, ...]]]  # (data, offsets, sizes)
 
 
 def _parse_placement(rec: Any, where: str) -> tuple:
-    name = rec.name if isinstance(rec, _Record) else type(rec).__name__
+    name = rec.name if isinstance(rec, Record) else type(rec).__name__
     if name == "Shard":
         dim = rec.get("dim", rec.args[0] if rec.args else None)
         if not isinstance(dim, int):
@@ -94,24 +95,24 @@ def _parse_placement(rec: Any, where: str) -> tuple:
     raise CheckpointError(f"{where}: unsupported DTensor placement {name}{hint}")
 
 
-def _parse_entry(value: Any, path: Path, key: str) -> _TensorRef | _DTensorEntry | _ShardedEntry | None:
+def _parse_entry(value: Any, path: Path, key: str) -> TensorRef | _DTensorEntry | _ShardedEntry | None:
     where = f"{path}: {key}"
-    if isinstance(value, _TensorRef):
+    if isinstance(value, TensorRef):
         return value
-    if not isinstance(value, _Wrapper):
+    if not isinstance(value, Wrapper):
         return None
-    state = _state_dict(value.state)
+    state = attrs_of(value.state)
     if value.cls.endswith("DTensor"):
         local, spec = state.get("_local_tensor"), state.get("_spec")
-        if not isinstance(local, _TensorRef) or not isinstance(spec, _Record):
+        if not isinstance(local, TensorRef) or not isinstance(spec, Record):
             raise CheckpointError(f"{where}: DTensor without local data or spec; the file is corrupt")
         placements = tuple(_parse_placement(p, where) for p in spec.get("placements", ()))
         mesh = spec.get("mesh")
-        coordinate = mesh.get("_coordinate_on_dim") if isinstance(mesh, _Record) else None
-        mesh_ranks = mesh.get("mesh") if isinstance(mesh, _Record) else None
+        coordinate = mesh.get("_coordinate_on_dim") if isinstance(mesh, Record) else None
+        mesh_ranks = mesh.get("mesh") if isinstance(mesh, Record) else None
         order = spec.get("shard_order") or ()
         for entry in order:  # torch >= 2.9 records the order shards were applied; default is mesh order
-            mesh_dims = entry.args[1] if isinstance(entry, _Record) and len(entry.args) > 1 else ()
+            mesh_dims = entry.args[1] if isinstance(entry, Record) and len(entry.args) > 1 else ()
             if list(mesh_dims) != sorted(mesh_dims):
                 raise CheckpointError(f"{where}: DTensor with a non-default shard order is not supported")
         return _DTensorEntry(
@@ -120,16 +121,16 @@ def _parse_entry(value: Any, path: Path, key: str) -> _TensorRef | _DTensorEntry
             local,
             placements,
             tuple(coordinate) if coordinate is not None else None,
-            mesh_ranks if isinstance(mesh_ranks, _TensorRef) else None,
+            mesh_ranks if isinstance(mesh_ranks, TensorRef) else None,
         )
     if value.cls.endswith("ShardedTensor"):
-        raw = value.state if isinstance(value.state, (tuple, list)) else tuple(state.values())
+        raw = value.state if isinstance(value.state, tuple | list) else tuple(state.values())
         shards = []
         for item in raw:
-            if isinstance(item, list) and all(isinstance(s, _Record) and s.name == "Shard" for s in item):
+            if isinstance(item, list) and all(isinstance(s, Record) and s.name == "Shard" for s in item):
                 for s in item:
                     data, meta = s.get("tensor"), s.get("metadata")
-                    if not isinstance(data, _TensorRef) or not isinstance(meta, _Record):
+                    if not isinstance(data, TensorRef) or not isinstance(meta, Record):
                         raise CheckpointError(f"{where}: ShardedTensor shard without data; the file is corrupt")
                     shards.append(
                         (data, tuple(int(o) for o in meta.get("shard_offsets")), tuple(meta.get("shard_sizes")))
@@ -151,15 +152,15 @@ def _canonical(key: str) -> str:
     return key
 
 
-class _Checkpoint:
+class Checkpoint:
     """The open shard files of a checkpoint and every tensor's full shape and pieces."""
 
     def __init__(self, info: CheckpointInfo) -> None:
         self.info = info
-        self.files: list[_ShardFile] = []
+        self.files: list[ShardFile] = []
         try:
             for rank, path in enumerate(info.model_files):
-                self.files.append(_ShardFile(path, rank))
+                self.files.append(ShardFile(path, rank))
             self.sources = self._collect()
         except BaseException:
             self.close()
@@ -170,19 +171,19 @@ class _Checkpoint:
             f.close()
         self.files = []
 
-    def __enter__(self) -> _Checkpoint:
+    def __enter__(self) -> Checkpoint:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def read_into(self, piece: _Piece, out: torch.Tensor) -> None:
+    def read_into(self, piece: Piece, out: torch.Tensor) -> None:
         self.files[piece.rank].read_into(piece.ref, out)
 
-    def read(self, piece: _Piece) -> torch.Tensor:
+    def read(self, piece: Piece) -> torch.Tensor:
         return self.files[piece.rank].read(piece.ref)
 
-    def _collect(self) -> dict[str, _Source]:
+    def _collect(self) -> dict[str, Source]:
         per_rank: list[dict[str, Any]] = []
         skipped: set[str] = set()
         for f in self.files:
@@ -215,18 +216,18 @@ class _Checkpoint:
                 )
         return {key: self._source(key, [entries[key] for entries in per_rank]) for key in keys0}
 
-    def _source(self, key: str, entries: list[Any]) -> _Source:
+    def _source(self, key: str, entries: list[Any]) -> Source:
         files = {f.rank: f.path for f in self.files}
         first = entries[0]
         kinds = {type(e) for e in entries}
         if len(kinds) != 1:
             raise CheckpointError(f"{key}: saved as different kinds of tensor by different ranks ({self._paths()})")
-        pieces: list[_Piece] = []
-        if isinstance(first, _TensorRef):
+        pieces: list[Piece] = []
+        if isinstance(first, TensorRef):
             shape, dtype, kind = first.shape, first.dtype, "tensor"
             for rank, e in enumerate(entries):
                 self._check_same(key, rank, e.shape, e.dtype, shape, dtype)
-                pieces.append(_Piece(rank, e, (0,) * len(shape)))
+                pieces.append(Piece(rank, e, (0,) * len(shape)))
         elif isinstance(first, _ShardedEntry):
             shape, dtype, kind = first.shape, first.dtype, "sharded_tensor"
             for rank, e in enumerate(entries):
@@ -237,7 +238,7 @@ class _Checkpoint:
                             f"{files[rank]}: {key}: local shard of shape {list(ref.shape)} but its metadata says "
                             f"{list(sizes)} at offsets {list(offsets)}"
                         )
-                    pieces.append(_Piece(rank, ref, offsets))
+                    pieces.append(Piece(rank, ref, offsets))
         else:
             shape, dtype, kind = first.shape, first.dtype, "dtensor"
             coords = [self._coordinate(rank, e) for rank, e in enumerate(entries)]
@@ -266,8 +267,8 @@ class _Checkpoint:
                         f"{_fmt_placements(e.placements)} of the global shape {list(shape)} over mesh "
                         f"{list(mesh_shape)} give {local} at coordinate {list(coord)}"
                     )
-                pieces.append(_Piece(rank, e.local, tuple(offsets), e.placements, coord, mesh_shape))
-        source = _Source(key, tuple(shape), dtype, kind, pieces, files)
+                pieces.append(Piece(rank, e.local, tuple(offsets), e.placements, coord, mesh_shape))
+        source = Source(key, tuple(shape), dtype, kind, pieces, files)
         self._check_tiling(source)
         return source
 
@@ -294,7 +295,7 @@ class _Checkpoint:
         return ", ".join(str(f.path) for f in self.files)
 
     @staticmethod
-    def _check_tiling(source: _Source) -> None:
+    def _check_tiling(source: Source) -> None:
         """The distinct pieces must cover the full tensor exactly once."""
         pieces = source.unique_pieces()
         total = sum(p.ref.numel for p in pieces)
@@ -332,7 +333,7 @@ def _fmt_placements(placements: tuple[tuple, ...]) -> str:
     return "(" + ", ".join(f"Shard({p[1]})" if p[0] == "shard" else "Replicate()" for p in placements) + ")"
 
 
-def _assemble(ckpt: _Checkpoint, source: _Source) -> torch.Tensor:
+def assemble(ckpt: Checkpoint, source: Source) -> torch.Tensor:
     """The full tensor, read piece by piece into one buffer."""
     pieces = source.unique_pieces()
     if len(pieces) == 1 and pieces[0].ref.shape == source.shape:
@@ -349,7 +350,7 @@ def _assemble(ckpt: _Checkpoint, source: _Source) -> torch.Tensor:
     return full
 
 
-def _bits_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+def bits_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
     if a.numel() == 0:

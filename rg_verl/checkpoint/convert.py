@@ -4,21 +4,19 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from .assembly import _Checkpoint
+from .assembly import Checkpoint
 from .errors import CheckpointError
 from .lora import ADAPTER_DIR
-from .plan import _check_against_config, _plan
+from .plan import Plan, check_against_config, make_plan
 from .reading import inspect_checkpoint
-from .verify import _verify
-from .writing import _check_target, _publish, _write_model, parse_size
+from .verify import verify_files
+from .writing import check_target, parse_size, staging, write_model
 
 DTYPES: dict[str, torch.dtype | None] = {
     "auto": None,  # keep the dtype the checkpoint stores (what FSDP trained the weights in)
@@ -46,6 +44,26 @@ class ConversionResult:
     lora: str | None  # "merged", "adapter" or None
     verified: bool
     seconds: float
+
+    @classmethod
+    def of(
+        cls, plan: Plan, out_dir: Path, files: list[str], written: int, verified: bool, seconds: float
+    ) -> ConversionResult:
+        """The result of carrying out ``plan`` into ``out_dir``."""
+        everything = plan.outputs + plan.adapter
+        return cls(
+            out_dir=out_dir,
+            world_size=plan.info.world_size,
+            fsdp_version=plan.info.fsdp_version,
+            num_tensors=len(everything),
+            num_parameters=sum(math.prod(o.shape) for o in everything),
+            dtype=plan.dtype_name,
+            bytes_written=written,
+            weight_files=tuple(files),
+            lora=plan.lora_mode,
+            verified=verified,
+            seconds=seconds,
+        )
 
     def summary(self) -> str:
         lora = {"merged": ", LoRA merged", "adapter": f", LoRA adapter in {ADAPTER_DIR}/"}.get(self.lora or "", "")
@@ -107,33 +125,13 @@ def convert_checkpoint(
     out = Path(out_dir).expanduser().resolve()
     if out == info.actor_dir or out in info.actor_dir.parents:
         raise CheckpointError(f"{out}: the output folder would contain the checkpoint itself")
-    _check_target(out, force)
+    check_target(out, force)
     hf = Path(hf_dir).expanduser().resolve() if hf_dir is not None else info.hf_dir
-
-    with _Checkpoint(info) as ckpt:
-        plan = _plan(ckpt, hf, DTYPES[dtype], merge_lora, lora_alpha)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-        try:
-            files, written = _write_model(ckpt, plan, tmp, max_bytes, progress)
+    with Checkpoint(info) as ckpt:
+        plan = make_plan(ckpt, hf, DTYPES[dtype], merge_lora, lora_alpha)
+        with staging(out, force) as tmp:
+            files, written = write_model(ckpt, plan, tmp, max_bytes, progress)
             if verify:
-                _check_against_config(plan, trust_remote_code)
-                _verify(ckpt, plan, tmp, progress)
-            _publish(tmp, out, force)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-
-    everything = plan.outputs + plan.adapter
-    return ConversionResult(
-        out_dir=out,
-        world_size=info.world_size,
-        fsdp_version=info.fsdp_version,
-        num_tensors=len(everything),
-        num_parameters=sum(math.prod(o.shape) for o in everything),
-        dtype=plan.dtype_name,
-        bytes_written=written,
-        weight_files=tuple(files),
-        lora=plan.lora_mode,
-        verified=verify,
-        seconds=time.perf_counter() - start,
-    )
+                check_against_config(plan, trust_remote_code)
+                verify_files(ckpt, plan, tmp, progress)
+    return ConversionResult.of(plan, out, files, written, verify, time.perf_counter() - start)

@@ -5,19 +5,20 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .assembly import _Source
+from rg_verl.vocab import PEFT_PREFIX
+
+from .assembly import Source
 from .errors import CheckpointError
 
 ADAPTER_DIR = "lora_adapter"  # same sub-folder verl's model_merger writes adapters to
 
 
-_PEFT_PREFIX = "base_model.model."
-
-
 @dataclass
-class _Lora:
-    a: _Source
-    b: _Source
+class Lora:
+    """One module's LoRA factors, merged as ``base + scale * B @ A``."""
+
+    a: Source
+    b: Source
     scale: float
     embedding: bool  # lora_embedding_A/B: delta = (B @ A).T
 
@@ -38,20 +39,22 @@ _ORIGINAL_MODULE = re.compile(r"^.+\.original_module\..+$")
 
 
 @dataclass
-class _LoraSplit:
-    base: dict[str, _Source]  # HF name -> source
-    adapters: dict[str, dict[str, _Source]]  # module -> {"A"/"B"/"emb_A"/"emb_B": source}
+class LoraSplit:
+    """A checkpoint's tensors as PEFT's base weights and LoRA factors, and the one adapter's name."""
+
+    base: dict[str, Source]  # HF name -> source
+    adapters: dict[str, dict[str, Source]]  # module -> {"A"/"B"/"emb_A"/"emb_B": source}
     adapter_name: str | None
 
 
-def _split_lora(sources: dict[str, _Source]) -> _LoraSplit:
+def split_lora(sources: dict[str, Source]) -> LoraSplit:
     """Separate PEFT's keys into base weights (under their Hugging Face names) and LoRA factors."""
-    peft = any(k.startswith(_PEFT_PREFIX) for k in sources)
-    base: dict[str, _Source] = {}
-    adapters: dict[str, dict[str, _Source]] = {}
+    peft = any(k.startswith(PEFT_PREFIX) for k in sources)
+    base: dict[str, Source] = {}
+    adapters: dict[str, dict[str, Source]] = {}
     names: set[str] = set()
     for key, src in sources.items():
-        name = key[len(_PEFT_PREFIX) :] if peft and key.startswith(_PEFT_PREFIX) else key
+        name = key[len(PEFT_PREFIX) :] if peft and key.startswith(PEFT_PREFIX) else key
         if m := _LORA_PARAM.match(name) or _LORA_EMB.match(name):
             part = {"lora_A": "A", "lora_B": "B", "lora_embedding_A": "emb_A", "lora_embedding_B": "emb_B"}
             adapters.setdefault(m["module"], {})[part[m["kind"]]] = src
@@ -76,10 +79,11 @@ def _split_lora(sources: dict[str, _Source]) -> _LoraSplit:
     for module, parts in adapters.items():
         if set(parts) not in ({"A", "B"}, {"emb_A", "emb_B"}):
             raise CheckpointError(f"{module}: LoRA factors incomplete ({sorted(parts)} saved)")
-    return _LoraSplit(base, adapters, next(iter(names), None))
+    return LoraSplit(base, adapters, next(iter(names), None))
 
 
-def _adapter_config(rank: int, alpha: float, targets: list[str], task_type: str | None, config: dict) -> dict:
+def adapter_config(rank: int, alpha: float, targets: list[str], task_type: str | None, config: dict) -> dict:
+    """PEFT's ``adapter_config.json`` for a LoRA adapter (written by hand when peft is not installed)."""
     try:
         import peft
 
@@ -91,7 +95,7 @@ def _adapter_config(rank: int, alpha: float, targets: list[str], task_type: str 
     for k, v in list(out.items()):
         if hasattr(v, "value"):
             out[k] = v.value
-        elif isinstance(v, (set, frozenset)):
+        elif isinstance(v, set | frozenset):
             out[k] = sorted(v)
     out["target_modules"] = targets
     out["base_model_name_or_path"] = out.get("base_model_name_or_path") or config.get("_name_or_path") or None

@@ -1,22 +1,20 @@
-"""Reading verl's ``torch.save`` shard files without running their pickles.
+"""Reading verl's shard files and actor folders.
 
-A restricted unpickler turns DTensors, device meshes and sharded tensors into plain records; tensor data is
-read straight from the zip records (``pread``, ``mmap``, file-to-file copies). :func:`inspect_checkpoint`
-describes an actor folder from its file names and ``fsdp_config.json``.
+:class:`ShardFile` opens one ``model_world_size_W_rank_r.pt``: its state dict through the restricted
+unpickler (:mod:`.unpickler`), its tensor data straight from the zip records (``pread``, ``mmap``,
+file-to-file copies). :func:`inspect_checkpoint` describes an actor folder from its file names and
+``fsdp_config.json``.
 """
 
 from __future__ import annotations
 
-import collections
 import json
-import math
 import mmap
 import os
 import pickle
 import re
 import struct
 import zipfile
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,211 +22,22 @@ from typing import Any
 import torch
 
 from .errors import CheckpointError
+from .unpickler import SafeUnpickler, StorageRef, TensorRef
 
 _MODEL_FILE = re.compile(r"^model_world_size_(\d+)_rank_(\d+)\.pt$")
 
-
-_STORAGE_DTYPES = {
-    "DoubleStorage": torch.float64,
-    "FloatStorage": torch.float32,
-    "HalfStorage": torch.float16,
-    "BFloat16Storage": torch.bfloat16,
-    "LongStorage": torch.int64,
-    "IntStorage": torch.int32,
-    "ShortStorage": torch.int16,
-    "CharStorage": torch.int8,
-    "ByteStorage": torch.uint8,
-    "BoolStorage": torch.bool,
-    "UntypedStorage": torch.uint8,
-    "Float8_e4m3fnStorage": torch.float8_e4m3fn,
-    "Float8_e5m2Storage": torch.float8_e5m2,
-}
+IO_CHUNK = 1 << 30  # bytes per read/write system call
 
 
-_IO_CHUNK = 1 << 30  # bytes per read/write system call
+def read_json(path: Path) -> Any:
+    """The JSON in ``path``; a file that cannot be read or parsed is a :class:`CheckpointError` naming it."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise CheckpointError(f"{path}: unreadable ({err})") from err
 
 
-@dataclass(frozen=True)
-class _StorageRef:
-    path: Path
-    key: str
-    dtype: torch.dtype
-    numel: int
-
-
-@dataclass(frozen=True)
-class _TensorRef:
-    """Where one saved tensor's data lies: a view (offset, shape, stride) of a storage record."""
-
-    storage: _StorageRef
-    offset: int
-    shape: tuple[int, ...]
-    stride: tuple[int, ...]
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return self.storage.dtype
-
-    @property
-    def numel(self) -> int:
-        return math.prod(self.shape)
-
-    def is_contiguous(self) -> bool:
-        expected = 1
-        for size, stride in zip(reversed(self.shape), reversed(self.stride), strict=True):
-            if size != 1 and stride != expected:
-                return False
-            expected *= size
-        return True
-
-    def span(self) -> tuple[int, int]:
-        """First and one-past-last storage element the view touches."""
-        if self.numel == 0:
-            return self.offset, self.offset
-        last = self.offset + sum((s - 1) * st for s, st in zip(self.shape, self.stride, strict=True))
-        return self.offset, last + 1
-
-
-@dataclass
-class _Wrapper:
-    """A tensor subclass instance (DTensor, ShardedTensor) seen through its pickle."""
-
-    cls: str
-    dtype: torch.dtype
-    shape: tuple[int, ...]
-    state: Any = None
-
-
-class _Record:
-    """Stand-in for a class the converter must not import (DeviceMesh, placements, shard metadata...)."""
-
-    qualname = "?"
-
-    def __new__(cls, *args: Any, **kwargs: Any) -> _Record:
-        obj = object.__new__(cls)
-        obj.args, obj.kwargs, obj.attrs = args, kwargs, {}
-        return obj
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    def __setstate__(self, state: Any) -> None:
-        self.attrs.update(_state_dict(state))
-
-    def get(self, name: str, default: Any = None) -> Any:
-        return self.attrs.get(name, default)
-
-    @property
-    def name(self) -> str:
-        return self.qualname.rsplit(".", 1)[-1]
-
-    def __repr__(self) -> str:
-        return f"<{self.qualname} args={self.args} attrs={sorted(self.attrs)}>"
-
-
-def _state_dict(state: Any) -> dict:
-    """The attribute dict of a pickled object's state: a dict, or a (dict, slots) pair."""
-    if isinstance(state, dict):
-        return state
-    if isinstance(state, tuple) and len(state) == 2 and all(s is None or isinstance(s, dict) for s in state):
-        return {**(state[0] or {}), **(state[1] or {})}
-    return {}
-
-
-_RECORD_TYPES: dict[str, type[_Record]] = {}
-
-
-def _record_type(qualname: str) -> type[_Record]:
-    if qualname not in _RECORD_TYPES:
-        _RECORD_TYPES[qualname] = type(qualname.rsplit(".", 1)[-1], (_Record,), {"qualname": qualname})
-    return _RECORD_TYPES[qualname]
-
-
-class _TensorMarker:
-    """What the pickle names as ``torch.Tensor`` / ``torch.nn.Parameter`` (never instantiated)."""
-
-
-def _rebuild_tensor(storage: _StorageRef, offset: int, size: Sequence[int], stride: Sequence[int], *_: Any):
-    return _TensorRef(storage, int(offset), tuple(int(s) for s in size), tuple(int(s) for s in stride))
-
-
-def _rebuild_parameter(data: Any, *_: Any) -> Any:
-    return data
-
-
-def _rebuild_wrapper_subclass(cls: Any, dtype: torch.dtype, size: Sequence[int], *_: Any) -> _Wrapper:
-    name = getattr(cls, "qualname", getattr(cls, "__qualname__", str(cls)))
-    return _Wrapper(name, dtype, tuple(int(s) for s in size))
-
-
-def _rebuild_from_type(func: Callable, new_type: Any, args: tuple, state: Any = None) -> Any:
-    ret = func(*args)
-    if isinstance(ret, _Wrapper):
-        ret.state = state
-    return ret
-
-
-def _safe_getattr(obj: Any, name: str) -> Any:
-    # pickles spell enum members and nested classes as getattr(Class, "NAME"); only allow that on records.
-    # A record type serves for both: nothing reads enum members' values.
-    if isinstance(obj, type) and issubclass(obj, _Record):
-        return _record_type(f"{obj.qualname}.{name}")
-    raise pickle.UnpicklingError(f"getattr on {obj!r} is not allowed")
-
-
-_ALLOWED_GLOBALS: dict[tuple[str, str], Any] = {
-    ("collections", "OrderedDict"): collections.OrderedDict,
-    ("builtins", "set"): set,
-    ("builtins", "frozenset"): frozenset,
-    ("builtins", "slice"): slice,
-    ("builtins", "getattr"): _safe_getattr,
-    ("_codecs", "encode"): lambda text, encoding="latin1": text.encode(encoding),
-    ("torch", "Size"): lambda *a: tuple(*a),
-    ("torch", "device"): lambda *a: str(a[0]) if a else "cpu",
-    ("torch", "Tensor"): _TensorMarker,
-    ("torch.nn.parameter", "Parameter"): _TensorMarker,
-    ("torch.serialization", "_get_layout"): lambda name: name,
-    ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor,
-    ("torch._utils", "_rebuild_tensor"): _rebuild_tensor,
-    ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
-    ("torch._utils", "_rebuild_parameter_with_state"): _rebuild_parameter,
-    ("torch._utils", "_rebuild_wrapper_subclass"): _rebuild_wrapper_subclass,
-    ("torch._tensor", "_rebuild_from_type_v2"): _rebuild_from_type,
-}
-
-
-class _SafeUnpickler(pickle.Unpickler):
-    """Unpickles a torch state dict into _TensorRef / _Wrapper / _Record objects; runs nothing else."""
-
-    def __init__(self, data: bytes, path: Path) -> None:
-        import io
-
-        super().__init__(io.BytesIO(data))
-        self.path = path
-
-    def find_class(self, module: str, name: str) -> Any:
-        module = {"__builtin__": "builtins", "copy_reg": "copyreg"}.get(module, module)  # protocol 2 names
-        if (module, name) in _ALLOWED_GLOBALS:
-            return _ALLOWED_GLOBALS[(module, name)]
-        if module == "torch" and name in _STORAGE_DTYPES:
-            return _STORAGE_DTYPES[name]
-        if module == "torch" and isinstance(getattr(torch, name, None), torch.dtype):
-            return getattr(torch, name)
-        if module.startswith("torch.distributed."):  # DTensor, DeviceMesh, placements, ShardedTensor...
-            return _record_type(f"{module}.{name}")
-        raise pickle.UnpicklingError(
-            f"unsupported object {module}.{name} in the pickle; the converter reads state dicts of tensors only"
-        )
-
-    def persistent_load(self, pid: Any) -> _StorageRef:
-        if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"):
-            raise pickle.UnpicklingError(f"unexpected persistent id {pid!r}")
-        _, storage_type, key, _location, numel = pid
-        dtype = storage_type if isinstance(storage_type, torch.dtype) else torch.uint8
-        return _StorageRef(self.path, str(key), dtype, int(numel))
-
-
-class _ShardFile:
+class ShardFile:
     """One ``model_world_size_W_rank_r.pt``: its pickled state dict and direct reads of its tensor data."""
 
     def __init__(self, path: Path, rank: int) -> None:
@@ -245,7 +54,7 @@ class _ShardFile:
                 order = self.zip.read(f"{self._prefix}byteorder").decode()
                 if order != "little":
                     raise CheckpointError(f"{path}: saved with {order}-endian byte order, which is not supported")
-            self.state = _SafeUnpickler(self.zip.read(pkl), path).load()
+            self.state = SafeUnpickler(self.zip.read(pkl), path).load()
         except CheckpointError:
             raise
         except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, ValueError) as err:
@@ -269,7 +78,7 @@ class _ShardFile:
         self.zip.close()
         os.close(self._fd)
 
-    def _extent(self, storage: _StorageRef) -> tuple[int, int]:
+    def _extent(self, storage: StorageRef) -> tuple[int, int]:
         """(file offset, byte size) of a storage record's data."""
         if storage.key not in self._extents:
             name = f"{self._prefix}data/{storage.key}"
@@ -298,69 +107,66 @@ class _ShardFile:
     def _pread_into(self, buf: memoryview, pos: int) -> None:
         done = 0
         while done < len(buf):
-            n = os.preadv(self._fd, [buf[done : done + _IO_CHUNK]], pos + done)
+            n = os.preadv(self._fd, [buf[done : done + IO_CHUNK]], pos + done)
             if n <= 0:
                 raise CheckpointError(f"{self.path}: unexpected end of file; the file is truncated")
             done += n
 
-    def read_into(self, ref: _TensorRef, out: torch.Tensor) -> None:
+    def _bytes_of(self, ref: TensorRef) -> tuple[int, int]:
+        """File positions of the first and one-past-last byte that the view ``ref`` touches."""
+        start, size = self._extent(ref.storage)
+        lo, hi = ref.span()
+        item = ref.dtype.itemsize
+        if lo < 0 or hi * item > size:
+            raise CheckpointError(f"{self.path}: a tensor view reaches past its storage; the file is corrupt")
+        return start + lo * item, start + hi * item
+
+    def read_into(self, ref: TensorRef, out: torch.Tensor) -> None:
         """Fill ``out`` (contiguous, ``ref``'s shape and dtype) with the tensor ``ref`` names."""
         if ref.numel == 0:
             return
-        start, size = self._extent(ref.storage)
-        item = ref.dtype.itemsize
-        lo, hi = ref.span()
-        if lo < 0 or hi * item > size:
-            raise CheckpointError(f"{self.path}: a tensor view reaches past its storage; the file is corrupt")
+        pos, end = self._bytes_of(ref)
         if ref.is_contiguous() and out.is_contiguous():
-            self._pread_into(_byte_view(out), start + lo * item)
+            self._pread_into(byte_view(out), pos)
         else:
-            flat = torch.empty(hi - lo, dtype=ref.dtype)
-            self._pread_into(_byte_view(flat), start + lo * item)
+            flat = torch.empty((end - pos) // ref.dtype.itemsize, dtype=ref.dtype)
+            self._pread_into(byte_view(flat), pos)
             out.copy_(flat.as_strided(ref.shape, ref.stride, 0))
 
-    def read(self, ref: _TensorRef) -> torch.Tensor:
+    def read(self, ref: TensorRef) -> torch.Tensor:
         out = torch.empty(ref.shape, dtype=ref.dtype)
         self.read_into(ref, out)
         return out
 
-    def mapped(self, ref: _TensorRef) -> torch.Tensor | None:
+    def mapped(self, ref: TensorRef) -> torch.Tensor | None:
         """The contiguous tensor ``ref`` as a view of the file mapped into memory (nothing is read yet).
 
         None when its bytes are not aligned to its element size (torch.save aligns them; other writers may not).
         """
-        start, size = self._extent(ref.storage)
-        item = ref.dtype.itemsize
-        pos, end = start + ref.offset * item, start + (ref.offset + ref.numel) * item
-        if not ref.is_contiguous() or ref.offset < 0 or end > start + size:
-            raise CheckpointError(f"{self.path}: a tensor view reaches past its storage; the file is corrupt")
-        if pos % item:
+        if not ref.is_contiguous():
+            raise ValueError("mapped() serves contiguous tensors only")
+        pos, end = self._bytes_of(ref)
+        if pos % ref.dtype.itemsize:
             return None
         if self._mapped is None:
             self._map = mmap.mmap(self._fd, 0, access=mmap.ACCESS_COPY)  # private: never writes the file
             self._mapped = torch.frombuffer(self._map, dtype=torch.uint8)
         return self._mapped[pos:end].view(ref.dtype).view(ref.shape)
 
-    def unmap(self, ref: _TensorRef) -> None:
+    def unmap(self, ref: TensorRef) -> None:
         """Drop the pages of ``ref`` from this process (they stay in the page cache)."""
         if self._map is not None and hasattr(self._map, "madvise"):
-            start, _ = self._extent(ref.storage)
-            item = ref.dtype.itemsize
-            lo = (start + ref.offset * item) // mmap.PAGESIZE * mmap.PAGESIZE
-            hi = min(start + (ref.offset + ref.numel) * item, self._size)
+            pos, end = self._bytes_of(ref)
+            lo, hi = pos // mmap.PAGESIZE * mmap.PAGESIZE, min(end, self._size)
             if hi > lo:
                 self._map.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
 
-    def copy_to(self, ref: _TensorRef, fd: int) -> None:
+    def copy_to(self, ref: TensorRef, fd: int) -> None:
         """Append the bytes of the contiguous tensor ``ref`` to the file ``fd``, copied inside the kernel."""
-        start, size = self._extent(ref.storage)
-        item = ref.dtype.itemsize
-        pos, end = start + ref.offset * item, start + (ref.offset + ref.numel) * item
-        if ref.offset < 0 or end > start + size:
-            raise CheckpointError(f"{self.path}: a tensor view reaches past its storage; the file is corrupt")
+        pos, end = self._bytes_of(ref)
         copy = getattr(os, "copy_file_range", None)
         while pos < end:
-            count = min(end - pos, _IO_CHUNK)
+            count = min(end - pos, IO_CHUNK)
             n = 0
             if copy is not None:
                 try:
@@ -377,7 +183,7 @@ class _ShardFile:
             pos += n
 
 
-def _byte_view(t: torch.Tensor) -> memoryview:
+def byte_view(t: torch.Tensor) -> memoryview:
     """A writable byte view of a contiguous CPU tensor's memory."""
     return memoryview(t.reshape(-1).view(torch.uint8).numpy()).cast("B")
 
@@ -406,52 +212,45 @@ def inspect_checkpoint(actor_dir: str | os.PathLike) -> CheckpointInfo:
         raise CheckpointError(f"{actor}: not a folder; pass <ckpt>/global_step_N/actor")
     found: dict[int, dict[int, Path]] = {}
     for f in actor.iterdir():
-        m = _MODEL_FILE.match(f.name)
-        if m:
+        if m := _MODEL_FILE.match(f.name):
             found.setdefault(int(m.group(1)), {})[int(m.group(2))] = f
     config_path = actor / "fsdp_config.json"
-    fsdp_config: dict = {}
-    if config_path.is_file():
-        try:
-            fsdp_config = json.loads(config_path.read_text())
-        except (OSError, json.JSONDecodeError) as err:
-            raise CheckpointError(f"{config_path}: unreadable ({err})") from err
-    world_size = fsdp_config.get("world_size")
-    if world_size is not None and (not isinstance(world_size, int) or world_size < 1):
-        raise CheckpointError(f"{config_path}: world_size must be a positive integer, got {world_size!r}")
-    if world_size is None:
+    fsdp_config = read_json(config_path) if config_path.is_file() else {}
+    if not isinstance(fsdp_config, dict):
+        raise CheckpointError(f"{config_path}: holds a JSON {type(fsdp_config).__name__}, not an object")
+    world_size = _world_size(actor, found, fsdp_config.get("world_size"))
+    expected = [actor / f"model_world_size_{world_size}_rank_{r}.pt" for r in range(world_size)]
+    missing = [str(p) for r, p in enumerate(expected) if r not in found.get(world_size, {})]
+    if missing:
+        raise CheckpointError(f"missing model shard(s) of a {world_size}-rank checkpoint: {', '.join(missing)}")
+    meta_path, hf_dir = actor / "lora_train_meta.json", actor / "huggingface"
+    return CheckpointInfo(
+        actor,
+        world_size,
+        fsdp_config.get("FSDP_version"),
+        expected,
+        hf_dir if hf_dir.is_dir() else None,
+        read_json(meta_path) if meta_path.is_file() else None,
+    )
+
+
+def _world_size(actor: Path, found: dict[int, dict[int, Path]], saved: Any) -> int:
+    """The world size ``fsdp_config.json`` names (``saved``), checked against the shard files ``found``."""
+    config_path = actor / "fsdp_config.json"
+    if saved is not None and (not isinstance(saved, int) or saved < 1):
+        raise CheckpointError(f"{config_path}: world_size must be a positive integer, got {saved!r}")
+    if saved is None:
         if not found:
-            hint = (
-                " (is this the global_step_N folder? pass its actor/ subfolder)" if (actor / "actor").is_dir() else ""
-            )
+            hint = " (is this the global_step_N folder? pass its actor/ subfolder)"
+            hint = hint if (actor / "actor").is_dir() else ""
             raise CheckpointError(f"{actor}: no model_world_size_*_rank_*.pt files{hint}")
         if len(found) > 1:
             raise CheckpointError(
                 f"{actor}: model shards for several world sizes {sorted(found)} and no fsdp_config.json to choose"
             )
-        world_size = next(iter(found))
-    elif found and world_size not in found:
+        return next(iter(found))
+    if found and saved not in found:
         raise CheckpointError(
-            f"{config_path} says world_size={world_size} but the shards are for world size {sorted(found)}"
+            f"{config_path} says world_size={saved} but the shards are for world size {sorted(found)}"
         )
-    files = found.get(world_size, {})
-    expected = [actor / f"model_world_size_{world_size}_rank_{r}.pt" for r in range(world_size)]
-    missing = [str(p) for r, p in enumerate(expected) if r not in files]
-    if missing:
-        raise CheckpointError(f"missing model shard(s) of a {world_size}-rank checkpoint: {', '.join(missing)}")
-    lora_meta = None
-    meta_path = actor / "lora_train_meta.json"
-    if meta_path.is_file():
-        try:
-            lora_meta = json.loads(meta_path.read_text())
-        except (OSError, json.JSONDecodeError) as err:
-            raise CheckpointError(f"{meta_path}: unreadable ({err})") from err
-    hf_dir = actor / "huggingface"
-    return CheckpointInfo(
-        actor,
-        int(world_size),
-        fsdp_config.get("FSDP_version"),
-        expected,
-        hf_dir if hf_dir.is_dir() else None,
-        lora_meta,
-    )
+    return int(saved)

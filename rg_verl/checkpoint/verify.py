@@ -8,12 +8,12 @@ from pathlib import Path
 
 import torch
 
-from .assembly import _bits_equal, _Checkpoint
+from .assembly import Checkpoint, bits_equal
 from .errors import CheckpointError
 from .lora import ADAPTER_DIR
-from .plan import _check_against_config, _Output, _Plan, _plan
+from .plan import Output, Plan, check_against_config, make_plan
 from .reading import inspect_checkpoint
-from .writing import _SAFETENSORS_DTYPES, _materialize, _progress
+from .writing import SAFETENSORS_DTYPES, materialize, progress_bar
 
 
 def verify_conversion(
@@ -36,20 +36,20 @@ def verify_conversion(
     info = inspect_checkpoint(checkpoint_dir)
     out = Path(out_dir).expanduser().resolve()
     hf = Path(hf_dir).expanduser().resolve() if hf_dir is not None else info.hf_dir
-    with _Checkpoint(info) as ckpt:
-        plan = _plan(ckpt, hf, None, not (out / ADAPTER_DIR).is_dir(), lora_alpha)
+    with Checkpoint(info) as ckpt:
+        plan = make_plan(ckpt, hf, None, not (out / ADAPTER_DIR).is_dir(), lora_alpha)
         written = _read_output_dtypes(out)
         for o in plan.outputs:
             if o.name in written and o.dtype.is_floating_point:
                 o.dtype = written[o.name]
-        _check_against_config(plan, trust_remote_code)
-        _verify(ckpt, plan, out, progress)
+        check_against_config(plan, trust_remote_code)
+        verify_files(ckpt, plan, out, progress)
 
 
 def _read_output_dtypes(folder: Path) -> dict[str, torch.dtype]:
     from safetensors import safe_open
 
-    names = {v: k for k, v in _SAFETENSORS_DTYPES.items()}
+    names = {v: k for k, v in SAFETENSORS_DTYPES.items()}
     dtypes = {}
     for f in sorted(folder.glob("*.safetensors")):
         with safe_open(f, "pt") as st:
@@ -58,7 +58,7 @@ def _read_output_dtypes(folder: Path) -> dict[str, torch.dtype]:
     return dtypes
 
 
-def _verify(ckpt: _Checkpoint, plan: _Plan, folder: Path, progress: bool) -> None:
+def verify_files(ckpt: Checkpoint, plan: Plan, folder: Path, progress: bool) -> None:
     """Re-read the written files and check every rank's every piece against them, bit for bit.
 
     DTensor pieces are located independently of the assembler, by splitting the written tensor with
@@ -76,7 +76,7 @@ def _verify(ckpt: _Checkpoint, plan: _Plan, folder: Path, progress: bool) -> Non
     groups = [(sorted(folder.glob("*.safetensors")), {o.name: o for o in plan.outputs})]
     if plan.adapter:
         groups.append(([folder / ADAPTER_DIR / "adapter_model.safetensors"], {o.name: o for o in plan.adapter}))
-    bar = _progress(len(plan.outputs) + len(plan.adapter), progress, "Verifying")
+    bar = progress_bar(len(plan.outputs) + len(plan.adapter), progress, "Verifying")
     try:
         for paths, expected in groups:
             seen = set()
@@ -98,13 +98,13 @@ def _verify(ckpt: _Checkpoint, plan: _Plan, folder: Path, progress: bool) -> Non
         bar.close()
 
 
-def _verify_tensor(ckpt: _Checkpoint, out: _Output, written: torch.Tensor, path: Path) -> None:
+def _verify_tensor(ckpt: Checkpoint, out: Output, written: torch.Tensor, path: Path) -> None:
     if tuple(written.shape) != out.shape or written.dtype != out.dtype:
         raise CheckpointError(
             f"{path}: {out.name} is {list(written.shape)} {written.dtype}, expected {list(out.shape)} {out.dtype}"
         )
     if out.lora is not None:
-        if not _bits_equal(_materialize(ckpt, out), written):
+        if not bits_equal(materialize(ckpt, out), written):
             raise CheckpointError(f"{path}: {out.name} differs from the merged LoRA weight of the checkpoint")
         return
     for src in [out.base, *out.tied]:
@@ -118,7 +118,7 @@ def _verify_tensor(ckpt: _Checkpoint, out: _Output, written: torch.Tensor, path:
             else:
                 view = written[tuple(slice(o, o + s) for o, s in zip(p.offsets, p.ref.shape, strict=True))]
             piece = ckpt.read(p)
-            if tuple(view.shape) != tuple(piece.shape) or not _bits_equal(piece.to(written.dtype), view):
+            if tuple(view.shape) != tuple(piece.shape) or not bits_equal(piece.to(written.dtype), view):
                 raise CheckpointError(
                     f"{path}: {out.name} differs from rank {p.rank}'s shard in {ckpt.files[p.rank].path} ({src.key})"
                 )

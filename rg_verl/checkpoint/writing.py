@@ -2,11 +2,13 @@
 
 Output tensors stream piece by piece (:func:`_produce`), a reader thread prepares the next piece while the
 main thread writes, weights are split into indexed shards, the ``huggingface/`` files are copied, and the
-result is built in a temporary folder that is renamed into place (:func:`_publish`).
+result is built in a temporary folder that is renamed into place (:func:`staging`, over
+:func:`rg_verl.atomic.staging_dir`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -15,7 +17,6 @@ import re
 import shutil
 import struct
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,17 +24,20 @@ from typing import Any
 
 import torch
 
-from .assembly import _assemble, _bits_equal, _Checkpoint
+from rg_verl.atomic import PublishError, staging_dir
+
+from .assembly import Checkpoint, assemble, bits_equal
 from .errors import CheckpointError, OutputExistsError
 from .lora import ADAPTER_DIR
-from .plan import _Output, _Plan
-from .reading import _IO_CHUNK, _byte_view, _ShardFile, _TensorRef
+from .plan import Output, Plan
+from .reading import IO_CHUNK, ShardFile, byte_view
+from .unpickler import TensorRef
 
 # files of huggingface/ that are weights, not config: never copied next to the converted weights
 _WEIGHT_FILE = re.compile(r"(\.safetensors|\.safetensors\.index\.json|\.bin|\.bin\.index\.json|\.pt|\.pth|\.ckpt)$")
 
 
-_SAFETENSORS_DTYPES = {
+SAFETENSORS_DTYPES = {
     torch.float64: "F64",
     torch.float32: "F32",
     torch.float16: "F16",
@@ -49,18 +53,18 @@ _SAFETENSORS_DTYPES = {
 }
 
 
-def _materialize(ckpt: _Checkpoint, out: _Output) -> torch.Tensor:
+def materialize(ckpt: Checkpoint, out: Output) -> torch.Tensor:
     """The whole output tensor in its output dtype: assembled, LoRA merged in fp32, cast."""
-    full = _assemble(ckpt, out.base)
+    full = assemble(ckpt, out.base)
     for tied in out.tied:
-        if tied.unique_pieces() != out.base.unique_pieces() and not _bits_equal(_assemble(ckpt, tied), full):
+        if tied.unique_pieces() != out.base.unique_pieces() and not bits_equal(assemble(ckpt, tied), full):
             raise CheckpointError(
                 f"{tied.key} is tied to {out.name} in the config, but the checkpoint holds different values for "
                 f"them (files {tied.describe_files()})"
             )
     if out.lora is not None:
-        a = _assemble(ckpt, out.lora.a).float()
-        b = _assemble(ckpt, out.lora.b).float()
+        a = assemble(ckpt, out.lora.a).float()
+        b = assemble(ckpt, out.lora.b).float()
         delta = (b @ a).T if out.lora.embedding else b @ a
         full = full.float().add_(delta, alpha=out.lora.scale)
     return full.to(out.dtype).contiguous()
@@ -70,12 +74,16 @@ def _materialize(ckpt: _Checkpoint, out: _Output) -> torch.Tensor:
 class _Span:
     """Bytes to copy unchanged from a shard file into the output."""
 
-    file: _ShardFile
-    ref: _TensorRef
+    file: ShardFile
+    ref: TensorRef
 
     @property
     def dtype(self) -> torch.dtype:
         return self.ref.dtype
+
+    @property
+    def nbytes(self) -> int:
+        return self.ref.numel * self.ref.dtype.itemsize
 
 
 class _Buffer:
@@ -93,7 +101,7 @@ class _Buffer:
 
 
 def _produce(
-    ckpt: _Checkpoint, out: _Output, take: Callable[[], _Buffer], scratch: _Buffer
+    ckpt: Checkpoint, out: Output, take: Callable[[], _Buffer], scratch: _Buffer
 ) -> Iterator[tuple[torch.Tensor | _Span, _Buffer | None]]:
     """The output tensor's bytes, in order, as (chunk, buffer to give back once written) pairs.
 
@@ -104,7 +112,7 @@ def _produce(
     pieces = out.base.unique_pieces()
     slabs = all(all(o == 0 for o in p.offsets[1:]) and p.ref.shape[1:] == out.shape[1:] for p in pieces)
     if out.lora is not None or any(t.unique_pieces() != pieces for t in out.tied) or not slabs:
-        yield _materialize(ckpt, out), None
+        yield materialize(ckpt, out), None
         return
     for p in sorted(pieces, key=lambda p: p.offsets[:1]):
         if p.ref.numel == 0:
@@ -128,7 +136,11 @@ def _produce(
 
 
 def parse_size(size: int | str) -> int:
-    """Bytes in ``5GB``, ``500MB``, ``2GiB``, ``100KB`` or a plain integer (decimal units, as transformers)."""
+    """Bytes in ``5GB``, ``500MB``, ``2GiB``, ``100KB`` or a plain integer (decimal units, as transformers).
+
+    >>> parse_size("5GB"), parse_size("2GiB"), parse_size(1024)
+    (5000000000, 2147483648, 1024)
+    """
     if isinstance(size, int):
         if size < 1:
             raise CheckpointError(f"max shard size must be positive, got {size}")
@@ -142,8 +154,8 @@ def parse_size(size: int | str) -> int:
     return int(value)
 
 
-def _shard_outputs(outputs: list[_Output], max_bytes: int) -> list[list[_Output]]:
-    shards: list[list[_Output]] = [[]]
+def _shard_outputs(outputs: list[Output], max_bytes: int) -> list[list[Output]]:
+    shards: list[list[Output]] = [[]]
     size = 0
     for out in outputs:
         if shards[-1] and size + out.nbytes > max_bytes:
@@ -154,16 +166,16 @@ def _shard_outputs(outputs: list[_Output], max_bytes: int) -> list[list[_Output]
     return shards
 
 
-def _safetensors_header(outputs: Sequence[_Output]) -> tuple[bytes, list[_Output]]:
+def _safetensors_header(outputs: Sequence[Output]) -> tuple[bytes, list[Output]]:
     """Header bytes and the data order (descending element size, then name, as safetensors does)."""
     order = sorted(outputs, key=lambda o: (-o.dtype.itemsize, o.name))
     header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
     offset = 0
     for o in order:
-        if o.dtype not in _SAFETENSORS_DTYPES:
+        if o.dtype not in SAFETENSORS_DTYPES:
             raise CheckpointError(f"{o.name}: dtype {o.dtype} cannot be stored in safetensors")
         header[o.name] = {
-            "dtype": _SAFETENSORS_DTYPES[o.dtype],
+            "dtype": SAFETENSORS_DTYPES[o.dtype],
             "shape": list(o.shape),
             "data_offsets": [offset, offset + o.nbytes],
         }
@@ -176,7 +188,7 @@ def _safetensors_header(outputs: Sequence[_Output]) -> tuple[bytes, list[_Output
 def _write_all(fd: int, buf: memoryview) -> None:
     done = 0
     while done < len(buf):
-        done += os.write(fd, buf[done : done + _IO_CHUNK])
+        done += os.write(fd, buf[done : done + IO_CHUNK])
 
 
 class _Failed:
@@ -184,94 +196,116 @@ class _Failed:
         self.error = error
 
 
+class _Stopped(Exception):
+    pass
+
+
 _TENSOR_DONE = object()
 
 
-def _write_files(ckpt: _Checkpoint, files: list[tuple[Path, list[_Output]]], on_tensor: Callable[[], None]) -> int:
-    """Write safetensors files; a reader thread prepares the next chunks while this thread writes.
+class _Reader:
+    """The thread that prepares the outputs' chunks, in order, while the writer writes the ones before.
 
     Reads (``preadv``), casts and writes all release the GIL, so they overlap. Two chunk buffers
-    circulate between the threads, which bounds the memory in flight.
+    circulate between the threads, which bounds the memory in flight. The reader's error reaches the
+    writer through :meth:`chunks`; leaving the ``with`` block stops the thread.
     """
-    jobs = [(path, *_safetensors_header(outs)) for path, outs in files]
-    free: queue.Queue[_Buffer] = queue.Queue()
-    for _ in range(2):
-        free.put(_Buffer())
-    ready: queue.Queue[Any] = queue.Queue(maxsize=2)
-    stop = threading.Event()
 
-    def wait(action: Callable[[], Any]) -> Any:
-        while not stop.is_set():
+    def __init__(self, ckpt: Checkpoint, outputs: list[Output]) -> None:
+        self.ckpt, self.outputs = ckpt, outputs
+        self.free: queue.Queue[_Buffer] = queue.Queue()
+        for _ in range(2):
+            self.free.put(_Buffer())
+        self.ready: queue.Queue[Any] = queue.Queue(maxsize=2)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="rg_verl-convert-reader", daemon=True)
+
+    def __enter__(self) -> _Reader:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+
+    def chunks(self) -> Iterator[torch.Tensor | _Span]:
+        """The next output's chunks; each chunk's buffer goes back to the reader once the next is asked for."""
+        while (item := self.ready.get()) is not _TENSOR_DONE:
+            if isinstance(item, _Failed):
+                raise item.error
+            chunk, buffer = item
+            yield chunk
+            if buffer is not None:
+                self.free.put(buffer)
+
+    def _wait(self, action: Callable[[], Any]) -> Any:
+        """``action()`` retried until it neither times out nor the writer has stopped."""
+        while not self.stop.is_set():
             try:
                 return action()
             except (queue.Empty, queue.Full):
                 continue
         raise _Stopped
 
-    def take() -> _Buffer:
-        return wait(lambda: free.get(timeout=0.1))
+    def _take(self) -> _Buffer:
+        return self._wait(lambda: self.free.get(timeout=0.1))
 
-    def reader() -> None:
+    def _put(self, item: Any) -> None:
+        self._wait(lambda: self.ready.put(item, timeout=0.1))
+
+    def _run(self) -> None:
         scratch = _Buffer()
         try:
-            for _, _, order in jobs:
-                for out in order:
-                    for item in _produce(ckpt, out, take, scratch):
-                        wait(lambda item=item: ready.put(item, timeout=0.1))
-                    wait(lambda: ready.put(_TENSOR_DONE, timeout=0.1))
+            for out in self.outputs:
+                for item in _produce(self.ckpt, out, self._take, scratch):
+                    self._put(item)
+                self._put(_TENSOR_DONE)
         except _Stopped:
             pass
         except BaseException as err:  # noqa: BLE001 - handed to the writer, which re-raises it
-            failure = _Failed(err)
-            try:
-                wait(lambda: ready.put(failure, timeout=0.1))
-            except _Stopped:
-                pass
+            with contextlib.suppress(_Stopped):
+                self._put(_Failed(err))
 
-    thread = threading.Thread(target=reader, name="rg_verl-convert-reader", daemon=True)
-    thread.start()
+
+def _write_files(ckpt: Checkpoint, files: list[tuple[Path, list[Output]]], on_tensor: Callable[[], None]) -> int:
+    """Write safetensors files, each output's chunks as the reader thread prepares them; returns the bytes written."""
+    jobs = [(path, *_safetensors_header(outs)) for path, outs in files]
     written = 0
-    try:
+    with _Reader(ckpt, [out for _, _, order in jobs for out in order]) as reader:
         for path, header, order in jobs:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             try:
                 _write_all(fd, memoryview(header))
                 written += len(header)
                 for out in order:
-                    nbytes = 0
-                    while (item := ready.get()) is not _TENSOR_DONE:
-                        if isinstance(item, _Failed):
-                            raise item.error
-                        chunk, buffer = item
-                        if chunk.dtype != out.dtype:
-                            raise CheckpointError(f"{out.name}: produced {chunk.dtype}, planned {out.dtype}")
-                        if isinstance(chunk, _Span):
-                            chunk.file.copy_to(chunk.ref, fd)
-                            nbytes += chunk.ref.numel * chunk.ref.dtype.itemsize
-                        else:
-                            if chunk.numel():
-                                _write_all(fd, _byte_view(chunk))
-                            nbytes += chunk.numel() * chunk.element_size()
-                        if buffer is not None:
-                            free.put(buffer)
-                    if nbytes != out.nbytes:
-                        raise CheckpointError(f"{out.name}: produced {nbytes} bytes, planned {out.nbytes}")
-                    written += nbytes
+                    written += _write_tensor(fd, out, reader.chunks())
                     on_tensor()
                 os.fsync(fd)
             finally:
                 os.close(fd)
-    finally:
-        stop.set()
-        thread.join()
     return written
 
 
-class _Stopped(Exception):
-    pass
+def _write_tensor(fd: int, out: Output, chunks: Iterator[torch.Tensor | _Span]) -> int:
+    """Append one output tensor's chunks to ``fd``, checked against the plan; returns its byte count."""
+    nbytes = 0
+    for chunk in chunks:
+        if chunk.dtype != out.dtype:
+            raise CheckpointError(f"{out.name}: produced {chunk.dtype}, planned {out.dtype}")
+        if isinstance(chunk, _Span):
+            chunk.file.copy_to(chunk.ref, fd)
+            nbytes += chunk.nbytes
+        else:
+            if chunk.numel():
+                _write_all(fd, byte_view(chunk))
+            nbytes += chunk.numel() * chunk.element_size()
+    if nbytes != out.nbytes:
+        raise CheckpointError(f"{out.name}: produced {nbytes} bytes, planned {out.nbytes}")
+    return nbytes
 
 
-def _progress(total: int, enabled: bool, desc: str):
+def progress_bar(total: int, enabled: bool, desc: str) -> Any:
+    """A tqdm bar over ``total`` tensors; one that shows nothing when not ``enabled`` or without tqdm."""
     if enabled:
         try:
             from tqdm.auto import tqdm
@@ -290,12 +324,14 @@ def _progress(total: int, enabled: bool, desc: str):
     return _Null()
 
 
-def _check_target(out: Path, force: bool) -> None:
+def check_target(out: Path, force: bool) -> None:
+    """Refuse early, before any reading, an ``out`` that exists and may not be replaced."""
     if out.exists() and not force and (not out.is_dir() or any(out.iterdir())):
         raise OutputExistsError(f"{out} already exists; pass force=True (CLI: --force) to replace it")
 
 
-def _write_model(ckpt: _Checkpoint, plan: _Plan, folder: Path, max_bytes: int, progress: bool) -> tuple[list[str], int]:
+def write_model(ckpt: Checkpoint, plan: Plan, folder: Path, max_bytes: int, progress: bool) -> tuple[list[str], int]:
+    """Write the planned model into ``folder`` as ``save_pretrained`` would; returns weight file names and bytes."""
     shards = _shard_outputs(plan.outputs, max_bytes)
     names = (
         ["model.safetensors"]
@@ -307,7 +343,7 @@ def _write_model(ckpt: _Checkpoint, plan: _Plan, folder: Path, max_bytes: int, p
         (folder / ADAPTER_DIR).mkdir()
         files.append((folder / ADAPTER_DIR / "adapter_model.safetensors", plan.adapter))
         (folder / ADAPTER_DIR / "adapter_config.json").write_text(json.dumps(plan.adapter_config, indent=2) + "\n")
-    bar = _progress(len(plan.outputs) + len(plan.adapter), progress, "Converting")
+    bar = progress_bar(len(plan.outputs) + len(plan.adapter), progress, "Converting")
     try:
         written = _write_files(ckpt, files, bar.update)
     finally:
@@ -325,7 +361,7 @@ def _write_model(ckpt: _Checkpoint, plan: _Plan, folder: Path, max_bytes: int, p
     return names, written
 
 
-def _copy_hf_files(plan: _Plan, folder: Path) -> None:
+def _copy_hf_files(plan: Plan, folder: Path) -> None:
     """Config (with the output dtype), generation config, tokenizer and any custom code of ``hf_dir``."""
     for f in sorted(plan.hf_dir.iterdir()):
         if f.is_file() and not _WEIGHT_FILE.search(f.name) and f.name != "config.json":
@@ -342,30 +378,17 @@ def _copy_hf_files(plan: _Plan, folder: Path) -> None:
     (folder / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
-def _publish(tmp: Path, out: Path, force: bool) -> None:
-    mode = 0o777 & ~_umask()
-    for f in [tmp, *tmp.rglob("*")]:
-        f.chmod(mode if f.is_dir() else mode & 0o666)
-    old = None
-    if out.exists() or out.is_symlink():
-        if out.is_dir() and not out.is_symlink() and not any(out.iterdir()):
-            out.rmdir()
-        elif force:
-            old = out.parent / f".{out.name}.old-{os.getpid()}-{time.monotonic_ns()}"
-            os.rename(out, old)
-        else:
-            raise OutputExistsError(f"{out} appeared while converting; pass force=True to replace it")
+@contextlib.contextmanager
+def staging(out: Path, force: bool) -> Iterator[Path]:
+    """A temporary folder beside ``out``, renamed to ``out`` when the block ends without an error.
+
+    :func:`rg_verl.atomic.staging_dir` with ``replace=force``: an empty ``out`` is replaced, a non-empty
+    one only with ``force`` (moved aside, restored if the rename fails). On an error nothing is left
+    behind. A folder that appeared meanwhile is an :class:`OutputExistsError`, as the CLI reports it.
+    """
     try:
-        os.rename(tmp, out)
-    except OSError as err:
-        if old is not None:
-            os.rename(old, out)
-        raise OutputExistsError(f"could not move the converted model into {out}: {err}") from err
-    if old is not None:
-        shutil.rmtree(old) if old.is_dir() and not old.is_symlink() else old.unlink()
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+        with staging_dir(out, replace=force) as tmp:
+            yield tmp
+    except PublishError as err:
+        hint = "; pass force=True (CLI: --force) to replace it" if not force and out.exists() else ""
+        raise OutputExistsError(f"{err}{hint}") from err

@@ -1,14 +1,16 @@
 """FSDP -> Hugging Face conversion (rg_verl.checkpoint, utils/load_fsdp_to_hf.py) on real checkpoints.
 
 One module fixture runs real FSDP over gloo in 3 CPU processes and saves through verl's own
-FSDPCheckpointManager: FSDP2 with 1, 2 and 3 ranks (3 shards dim 0 unevenly), FSDP2 with Shard(1) and
-with an HSDP (Replicate, Shard) mesh, FSDP1, hand-placed DTensors (uneven Shard(1), Replicate, 0-d
-buffers) and PEFT LoRA models. Each rank takes one optimizer step first, and rank 0 records what torch
-itself gathers (DTensor.full_tensor) and the sharded model's logits on a fixed prompt, as references.
+FSDPCheckpointManager (rg_verl.checkpoint.synthetic): FSDP2 with 1, 2 and 3 ranks (3 shards dim 0
+unevenly), FSDP2 with Shard(1) and with an HSDP (Replicate, Shard) mesh, FSDP1, hand-placed DTensors
+(uneven Shard(1), Replicate, 0-d buffers) and PEFT LoRA models. Each rank takes one optimizer step first,
+and rank 0 records what torch itself gathers (DTensor.full_tensor) and the sharded model's logits on a
+fixed prompt, as references. The conversion of a real training run is in tests/e2e.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -19,15 +21,24 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.distributed as dist
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from rg_verl import checkpoint as ckpt_mod
 from rg_verl.checkpoint import CheckpointError, OutputExistsError, convert_checkpoint, inspect_checkpoint
 from rg_verl.checkpoint import writing as ckpt_writing
+from rg_verl.checkpoint.synthetic import (
+    cpu_mesh,
+    full_state,
+    gloo_group,
+    quiet_worker,
+    save_checkpoint,
+    shard_like_verl,
+)
+from tests.checkpoint_helpers import PROMPT, load_hf, logits_of, output_tensors
 from tests.helpers import REPO
 
-PROMPT = torch.tensor([[3, 17, 254, 99, 512, 7, 1000, 42, 64, 1]])
 LORA_TARGETS = ["q_proj", "v_proj", "gate_proj"]
 
 
@@ -36,50 +47,45 @@ LORA_TARGETS = ["q_proj", "v_proj", "gate_proj"]
 # --------------------------------------------------------------------------------------------------
 
 
-def _save(name: str, model, root: Path, tokenizer, train: bool = True, logits_model=None) -> None:
-    """One optimizer step, then verl's FSDPCheckpointManager.save_checkpoint plus references on rank 0."""
-    import torch.distributed as dist
-    from omegaconf import OmegaConf
-    from torch.distributed.tensor import DTensor
-    from verl.utils.checkpoint.fsdp_checkpoint_manager import FSDPCheckpointManager
-
-    params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=1e-2)
+def _save_trained(name: str, model, root: Path, tokenizer, train: bool = True) -> None:
+    """One optimizer step, then verl's save (model, optimizer, extra state) and the references."""
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
     if train:
         model(input_ids=PROMPT, labels=PROMPT).loss.backward()
         optimizer.step()
         optimizer.zero_grad()
     with torch.no_grad():
-        logits = (logits_model or model)(input_ids=PROMPT).logits.detach().clone()
-    manager = FSDPCheckpointManager(
-        model, optimizer, None, processing_class=tokenizer, checkpoint_config=OmegaConf.create({})
-    )
-    manager.save_checkpoint(str(root / name / "actor"), global_step=1)
-    state = model.state_dict()  # FSDP1's default is a full (gathered) state dict
-    full = {k: (v.full_tensor() if isinstance(v, DTensor) else v).detach().clone() for k, v in state.items()}
+        logits = model(input_ids=PROMPT).logits.detach().clone()
+    save_checkpoint(model, root / name / "actor", tokenizer, optimizer)
+    _save_reference(root / name, model, logits)
+
+
+def _save_reference(folder: Path, model, logits: torch.Tensor) -> None:
+    """What torch gathers from the sharded model, and its logits on PROMPT, in ``folder/reference.pt``."""
+    state = full_state(model)
     if dist.get_rank() == 0:
-        torch.save({"logits": logits, "state": full}, root / name / "reference.pt")
+        torch.save({"logits": logits, "state": state}, folder / "reference.pt")
     dist.barrier()
 
 
-def _scenarios_3(rank: int, root: Path, model_dir: str) -> None:
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
+def _from_pretrained(model_dir: str, **kwargs):
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    return AutoModelForCausalLM.from_pretrained(model_dir, **kwargs)
+
+
+def _fsdp2_uneven_and_hand_placed(rank: int, root: Path, model_dir: str) -> None:
+    """3 ranks: FSDP2 (dim 0 of 64 rows splits 22/22/20), and hand-placed DTensors saved as they are."""
     from torch.distributed.tensor import Replicate, Shard, distribute_tensor
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(model_dir)
-    mesh = init_device_mesh("cpu", (3,), mesh_dim_names=("fsdp",))
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_pretrained(model_dir)
-    for layer in model.model.layers:  # as verl wraps: each decoder layer, then the root
-        fully_shard(layer, mesh=mesh)
-    fully_shard(model, mesh=mesh)
-    _save("fsdp2_w3", model, root, tok)
+    mesh = cpu_mesh(3)
+    _save_trained("fsdp2_w3", shard_like_verl(_from_pretrained(model_dir), mesh), root, tok)
 
-    # hand-placed DTensors: uneven Shard(1) of every matrix, Replicate vectors, 0-d buffers
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    # uneven Shard(1) of every matrix, Replicate vectors, 0-d buffers
+    model = _from_pretrained(model_dir)
     with torch.no_grad():
         logits = model(input_ids=PROMPT).logits
     for name, param in list(model.named_parameters(remove_duplicate=False)):
@@ -88,123 +94,86 @@ def _scenarios_3(rank: int, root: Path, model_dir: str) -> None:
         setattr(model.get_submodule(owner), attr, torch.nn.Parameter(distribute_tensor(param.data, mesh, [placement])))
     model.register_buffer("extra_scalar", torch.tensor(3.5))
     model.register_buffer("extra_dt_scalar", distribute_tensor(torch.tensor(-1.25), mesh, [Replicate()]))
-    _save_custom("custom_w3", model, root, tok, logits)
+    save_checkpoint(model, root / "custom_w3" / "actor", tok)
+    _save_reference(root / "custom_w3", model, logits)
 
 
-def _save_custom(name, model, root, tok, logits) -> None:
-    import torch.distributed as dist
-    from omegaconf import OmegaConf
-    from torch.distributed.tensor import DTensor
-    from verl.utils.checkpoint.fsdp_checkpoint_manager import FSDPCheckpointManager
-
-    manager = FSDPCheckpointManager(
-        model, None, None, processing_class=tok, checkpoint_config=OmegaConf.create({"save_contents": ["model"]})
-    )
-    manager.save_checkpoint(str(root / name / "actor"), global_step=1)
-    full = {
-        k: (v.full_tensor() if isinstance(v, DTensor) else v).detach().clone() for k, v in model.state_dict().items()
-    }
-    if dist.get_rank() == 0:
-        torch.save({"logits": logits, "state": full}, root / name / "reference.pt")
-    dist.barrier()
-
-
-def _scenarios_2(rank: int, root: Path, model_dir: str) -> None:
-    from peft import LoraConfig, get_peft_model
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import FullyShardedDataParallel, StateDictType, fully_shard
+def _fsdp2_placements_and_fsdp1(rank: int, root: Path, model_dir: str) -> None:
+    """2 ranks: FSDP2 on dim 0, on dim 1 and over an HSDP mesh; FSDP1, and its flat parameters."""
+    from torch.distributed.fsdp import FullyShardedDataParallel, StateDictType
     from torch.distributed.tensor import Shard
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(model_dir)
-    mesh = init_device_mesh("cpu", (2,), mesh_dim_names=("fsdp",))
-
-    def fsdp2(model, layers, mesh=mesh, **kwargs):
-        for layer in layers:
-            fully_shard(layer, mesh=mesh, **kwargs)
-        fully_shard(model, mesh=mesh, **kwargs)
-        return model
-
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_pretrained(model_dir)
-    _save("fsdp2_w2", fsdp2(model, model.model.layers), root, tok)
-
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    mesh = cpu_mesh(2)
+    _save_trained("fsdp2_w2", shard_like_verl(_from_pretrained(model_dir), mesh), root, tok)
     dim1 = {"shard_placement_fn": lambda p: Shard(1) if p.ndim == 2 else Shard(0)}
-    _save("shard1_w2", fsdp2(model, model.model.layers, **dim1), root, tok)
+    _save_trained("shard1_w2", shard_like_verl(_from_pretrained(model_dir), mesh, **dim1), root, tok)
+    hsdp = cpu_mesh(2, 1, names=("ddp", "fsdp"))
+    _save_trained("hsdp_w2", shard_like_verl(_from_pretrained(model_dir), hsdp), root, tok)
 
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_pretrained(model_dir)
-    hsdp = init_device_mesh("cpu", (2, 1), mesh_dim_names=("ddp", "fsdp"))
-    _save("hsdp_w2", fsdp2(model, model.model.layers, mesh=hsdp), root, tok)
-
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_pretrained(model_dir)
-    model = FullyShardedDataParallel(model, device_id=torch.device("cpu"), use_orig_params=True)
-    _save("fsdp1_w2", model, root, tok)
+    model = FullyShardedDataParallel(_from_pretrained(model_dir), device_id=torch.device("cpu"), use_orig_params=True)
+    _save_trained("fsdp1_w2", model, root, tok)
     with FullyShardedDataParallel.state_dict_type(model, StateDictType.LOCAL_STATE_DICT):
         flat = model.state_dict()  # FSDP1's flat parameters: verl never saves these
     (root / "flat_w2" / "actor").mkdir(parents=True, exist_ok=True)
     torch.save(flat, root / "flat_w2" / "actor" / f"model_world_size_2_rank_{rank}.pt")
 
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_pretrained(model_dir)
-    model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=LORA_TARGETS, task_type="CAUSAL_LM"))
-    _save("lora_w2", fsdp2(model, model.base_model.model.model.layers), root, tok)
 
-    torch.manual_seed(0)  # untied, so LoRA on the input embedding is a faithful merge
-    model = AutoModelForCausalLM.from_pretrained(model_dir, tie_word_embeddings=False)
-    targets = ["embed_tokens", "q_proj", "down_proj"]
-    model = get_peft_model(model, LoraConfig(r=2, lora_alpha=6, target_modules=targets, task_type="CAUSAL_LM"))
-    _save("lora_emb_w2", fsdp2(model, model.base_model.model.model.layers), root, tok)
+def _lora_models(rank: int, root: Path, model_dir: str) -> None:
+    """2 ranks, PEFT LoRA: on projections; on an untied input embedding; on one side of tied embeddings."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoTokenizer
 
-    torch.manual_seed(0)  # tied embeddings, LoRA on the input side only
-    model = AutoModelForCausalLM.from_pretrained(model_dir)
-    targets = ["embed_tokens", "q_proj"]
-    model = get_peft_model(model, LoraConfig(r=2, lora_alpha=4, target_modules=targets, task_type="CAUSAL_LM"))
-    _save("lora_tied_w2", fsdp2(model, model.base_model.model.model.layers), root, tok)
+    tok, mesh = AutoTokenizer.from_pretrained(model_dir), cpu_mesh(2)
+    for name, targets, r, alpha, tie in (
+        ("lora_w2", LORA_TARGETS, 4, 8, True),
+        # untied, so LoRA on the input embedding is a faithful merge
+        ("lora_emb_w2", ["embed_tokens", "q_proj", "down_proj"], 2, 6, False),
+        ("lora_tied_w2", ["embed_tokens", "q_proj"], 2, 4, True),
+    ):
+        model = _from_pretrained(model_dir, **({} if tie else {"tie_word_embeddings": False}))
+        config = LoraConfig(r=r, lora_alpha=alpha, target_modules=targets, task_type="CAUSAL_LM")
+        model = get_peft_model(model, config)
+        _save_trained(name, shard_like_verl(model, mesh, model.base_model.model.model.layers), root, tok)
+
+
+def _a_different_model(rank: int, root: Path, model_dir: str) -> None:
+    """2 ranks: a model with another MLP width, untrained, for the mismatch tests."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     config = AutoConfig.from_pretrained(model_dir)
-    config.intermediate_size = 96  # a different model, for the mismatch tests
+    config.intermediate_size = 96
     torch.manual_seed(1)
-    model = AutoModelForCausalLM.from_config(config)
-    _save("other_w2", fsdp2(model, model.model.layers), root, tok, train=False)
+    model = shard_like_verl(AutoModelForCausalLM.from_config(config), cpu_mesh(2))
+    _save_trained("other_w2", model, root, AutoTokenizer.from_pretrained(model_dir), train=False)
 
 
-def _scenarios_1(rank: int, root: Path, model_dir: str) -> None:
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def _fsdp2_on_one_rank(rank: int, root: Path, model_dir: str) -> None:
+    """1 rank: FSDP2 over a 1-device mesh, still DTensors."""
+    from transformers import AutoTokenizer
 
-    mesh = init_device_mesh("cpu", (1,), mesh_dim_names=("fsdp",))
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_pretrained(model_dir)
-    for layer in model.model.layers:
-        fully_shard(layer, mesh=mesh)
-    fully_shard(model, mesh=mesh)
-    _save("fsdp2_w1", model, root, AutoTokenizer.from_pretrained(model_dir))
+    model = shard_like_verl(_from_pretrained(model_dir), cpu_mesh(1))
+    _save_trained("fsdp2_w1", model, root, AutoTokenizer.from_pretrained(model_dir))
+
+
+# world size -> what that many ranks save; the processes of a smaller world are the first ranks of the larger
+CHECKPOINTS_BY_WORLD = {
+    3: (_fsdp2_uneven_and_hand_placed,),
+    2: (_fsdp2_placements_and_fsdp1, _lora_models, _a_different_model),
+    1: (_fsdp2_on_one_rank,),
+}
 
 
 def _worker(rank: int, root: str, model_dir: str) -> None:
-    """Three processes: all three save 3-rank checkpoints, ranks 0-1 then 2-rank ones, rank 0 a 1-rank one."""
-    import logging
-    import warnings
-
-    import torch.distributed as dist
-
-    warnings.filterwarnings("ignore")
-    logging.disable(logging.WARNING)
+    quiet_worker()
     torch.set_num_threads(1)
-    root_path = Path(root)
-    for world, scenarios in ((3, _scenarios_3), (2, _scenarios_2), (1, _scenarios_1)):
+    for world, writers in CHECKPOINTS_BY_WORLD.items():
         if rank >= world:
             return
-        dist.init_process_group("gloo", init_method=f"file://{root}/.init_{world}", rank=rank, world_size=world)
-        try:
-            scenarios(rank, root_path, model_dir)
-        finally:
-            dist.destroy_process_group()
+        with gloo_group(f"{root}/.init_{world}", rank, world):
+            for write in writers:
+                write(rank, Path(root), model_dir)
 
 
 @pytest.fixture(scope="module")
@@ -234,24 +203,6 @@ def actor(ckpts: Path, name: str) -> Path:
 
 def reference(ckpts: Path, name: str) -> dict:
     return torch.load(ckpts / name / "reference.pt", weights_only=True)
-
-
-def load_hf(path: Path, dtype=torch.float32):
-    from transformers import AutoModelForCausalLM
-
-    return AutoModelForCausalLM.from_pretrained(path, dtype=dtype).eval()
-
-
-def logits_of(model) -> torch.Tensor:
-    with torch.no_grad():
-        return model(input_ids=PROMPT).logits.float()
-
-
-def output_tensors(out: Path) -> dict[str, torch.Tensor]:
-    tensors = {}
-    for f in sorted(out.glob("*.safetensors")):
-        tensors.update(load_file(f))
-    return tensors
 
 
 # --------------------------------------------------------------------------------------------------
@@ -498,6 +449,18 @@ def test_existing_output_needs_force(ckpts, tmp_path):
         convert_checkpoint(actor(ckpts, "fsdp2_w1"), ckpts / "fsdp2_w1", force=True, progress=False)
 
 
+@pytest.mark.parametrize("force", [False, True])
+def test_a_folder_that_appears_while_converting_is_replaced_only_with_force(tmp_path, force):
+    out = tmp_path / "hf"
+    with contextlib.nullcontext() if force else pytest.raises(OutputExistsError, match="--force"):
+        with ckpt_writing.staging(out, force=force) as tmp:
+            (tmp / "model.safetensors").write_text("new")
+            out.mkdir()  # another process writes there meanwhile
+            (out / "keep.txt").write_text("old")
+    assert [p.name for p in tmp_path.iterdir()] == ["hf"]  # no staging folder left, nothing moved aside
+    assert sorted(p.name for p in out.iterdir()) == (["model.safetensors"] if force else ["keep.txt"])
+
+
 @pytest.mark.parametrize("existing", [False, True])
 def test_interrupted_conversion_leaves_no_output(ckpts, tmp_path, monkeypatch, existing):
     out = tmp_path / "hf"
@@ -576,84 +539,3 @@ def test_cli_options_and_the_legacy_argument_order(ckpts, tmp_path, capsys):
     assert "not a folder" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         cli.main([str(src), str(tmp_path / "d"), "--dtype", "int8"])
-
-
-# --------------------------------------------------------------------------------------------------
-# A checkpoint of a real training run (train_grpo.py on the CPU smoke config)
-# --------------------------------------------------------------------------------------------------
-
-
-def _reload_worker(rank: int, world: int, actor_dir: str, out: str) -> None:
-    """The trained actor as verl restores it: FSDP2 model + FSDPCheckpointManager.load_checkpoint."""
-    import logging
-    import warnings
-
-    import torch.distributed as dist
-    from omegaconf import OmegaConf
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
-    from torch.distributed.tensor import DTensor
-    from transformers import AutoConfig, AutoModelForCausalLM
-    from verl.utils.checkpoint.fsdp_checkpoint_manager import FSDPCheckpointManager
-
-    warnings.filterwarnings("ignore")
-    logging.disable(logging.WARNING)
-    dist.init_process_group("gloo", init_method=f"file://{out}.init", rank=rank, world_size=world)
-    try:
-        torch.manual_seed(123)  # any weights: the checkpoint overwrites them
-        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(Path(actor_dir) / "huggingface"))
-        mesh = init_device_mesh("cpu", (world,), mesh_dim_names=("fsdp",))
-        for layer in model.model.layers:
-            fully_shard(layer, mesh=mesh)
-        fully_shard(model, mesh=mesh)
-        config = OmegaConf.create({"load_contents": ["model"]})
-        FSDPCheckpointManager(model, None, None, checkpoint_config=config).load_checkpoint(actor_dir)
-        with torch.no_grad():
-            logits = model(input_ids=PROMPT).logits
-        state = {k: v.full_tensor() if isinstance(v, DTensor) else v for k, v in model.state_dict().items()}
-        if rank == 0:
-            torch.save({"logits": logits, "state": state}, out)
-        dist.barrier()
-    finally:
-        dist.destroy_process_group()
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("world", [2])  # 1 rank works too; left out to keep the file's run time down
-def test_converts_a_real_training_run(tmp_path, world):
-    import torch.multiprocessing as mp
-
-    env = {**os.environ, "RG_VERL_TINY_MODEL": str(tmp_path / "model")}
-    overrides = [
-        f"trainer.default_local_dir={tmp_path / 'ckpt'}",
-        "trainer.total_training_steps=1",
-        "trainer.save_freq=1",
-        "trainer.test_freq=-1",
-        f"trainer.n_gpus_per_node={world}",
-        # 4 prompts x 2 samples split over the ranks
-        f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={8 // world}",
-        f"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={8 // world}",
-        f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={4 // world}",
-    ]
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "train_grpo.py"), *overrides],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    src = tmp_path / "ckpt" / "global_step_1" / "actor"
-    assert inspect_checkpoint(src).world_size == world
-
-    mp.spawn(_reload_worker, args=(world, str(src), str(tmp_path / "reloaded.pt")), nprocs=world, join=True)
-    ref = torch.load(tmp_path / "reloaded.pt", weights_only=True)
-    result = convert_checkpoint(src, tmp_path / "hf", verify=True, progress=False)
-    assert result.world_size == world and result.dtype == "float32"
-    tensors = output_tensors(tmp_path / "hf")
-    for key, value in ref["state"].items():
-        assert torch.equal(tensors[key if key != "lm_head.weight" else "model.embed_tokens.weight"], value), key
-    torch.testing.assert_close(logits_of(load_hf(tmp_path / "hf")), ref["logits"], rtol=1e-5, atol=1e-5)
-    init = load_file(tmp_path / "model" / "model.safetensors")
-    assert any(not torch.equal(init[k], tensors[k]) for k in init)  # training moved the weights
