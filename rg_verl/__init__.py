@@ -1,0 +1,19 @@
+"""rg-verl: reasoning-gym tasks, verifiable rewards and a CPU path for RL training with verl.
+
+rg-verl plugs into verl's public extension points; each row names the folder that serves it:
+
+=====================================================  ===========================================
+verl extension point                                   rg-verl
+=====================================================  ===========================================
+``data.custom_cls``                                    ``rg_verl.data.dataset.ReasoningGymDataset``
+``reward.custom_reward_function``                      ``rg_verl.reward.compute_score``
+``trainer.v1.trainer_mode`` (``@register_trainer``)    ``rg_verl.grpo.trainer`` (``rg_verl``)
+platform registry (``VERL_PLATFORM=cpu``)              ``rg_verl.cpu.platform``
+rollout replica registry (``rollout.name=hf``)         ``rg_verl.hf_rollout``
+=====================================================  ===========================================
+
+Around them: ``config`` (our sections' schemas, checked before Ray), ``vocab`` (the names every part
+shares), ``grpo.launch`` (``train_grpo.py``), ``evaluation`` (``evaluation/evaluate_model.py``, the demo),
+``checkpoint`` (``utils/load_fsdp_to_hf.py``) and ``tiny_model`` (the local model of the CPU path).
+Importing this package imports nothing else.
+"""

@@ -1,4 +1,4 @@
-"""Reasoning-gym categories, and per-category means of per-dataset metrics.
+"""The metrics our trainer adds: per-dataset and per-category means, self-correction rates.
 
 verl logs validation metrics per ``data_source`` (``_val_metrics_update`` in
 ``verl/trainer/ppo/v1/trainer_base.py``, from ``process_validation_metrics``) as::
@@ -23,14 +23,16 @@ from __future__ import annotations
 import functools
 import math
 import numbers
+import re
 from collections import defaultdict
 from collections.abc import Mapping
 
+import numpy as np
 from reasoning_gym.factory import DATASETS
 
 from rg_verl.vocab import RG_PREFIX
 
-__all__ = ["dataset_category", "category_means"]
+__all__ = ["category_means", "dataset_category", "grouped_means", "reward_means", "self_correction_rates"]
 
 RG_SEGMENT = RG_PREFIX.rstrip("/")
 CATEGORY_SEGMENT = "category"
@@ -40,9 +42,8 @@ CATEGORY_SEGMENT = "category"
 def dataset_category(name: str) -> str:
     """Returns the reasoning-gym category of dataset ``name``.
 
-    The category is the package of the dataset's class, ``reasoning_gym.<category>.<module>``;
-    a class directly under ``reasoning_gym`` (only ``composite``) is ``"other"``, as in
-    reasoning-gym's own ``ProceduralDataset.category``.
+    It is reasoning-gym's own ``ProceduralDataset.category``: the package of the dataset's class
+    (``reasoning_gym.<category>.<module>``), or ``"other"`` for ``composite``.
 
     Raises:
         ValueError: If ``name`` is not a registered reasoning-gym dataset.
@@ -52,8 +53,9 @@ def dataset_category(name: str) -> str:
     """
     if name not in DATASETS:
         raise ValueError(f"Unknown reasoning-gym dataset {name!r}")
-    parts = DATASETS[name][0].__module__.split(".")
-    return parts[1] if len(parts) >= 3 else "other"
+    cls = DATASETS[name][0]
+    # reasoning-gym's own rule; the property reads only the class, so no (slow) instance is built
+    return cls.category.fget(cls.__new__(cls))
 
 
 def _category_key(key: str) -> str | None:
@@ -90,3 +92,49 @@ def category_means(metrics: Mapping[str, object]) -> dict[str, float]:
         if category_key is not None:
             groups[category_key].append(float(value))
     return {key: math.fsum(values) / len(values) for key, values in groups.items()}
+
+
+def reward_means(data_sources: list[str], infos: list[dict]) -> dict[str, float]:
+    """Per-dataset means of every numeric value the reward returned."""
+    names = [name for name, value in infos[0].items() if isinstance(value, (int, float, np.number))] if infos else []
+    return grouped_means(data_sources, {name: [info.get(name, np.nan) for info in infos] for name in names})
+
+
+def grouped_means(data_sources: list[str], values: dict[str, list[float]]) -> dict[str, float]:
+    """Mean of each value per data source, keyed ``train/<data_source>/<name>``.
+
+    >>> grouped_means(["a", "a", "b"], {"score": [1.0, 0.0, 1.0]})
+    {'train/a/score': 0.5, 'train/b/score': 1.0}
+    """
+    groups: dict[str, list[int]] = defaultdict(list)
+    for i, source in enumerate(data_sources):
+        groups[source].append(i)
+    metrics = {}
+    for source, rows in groups.items():
+        for name, column in values.items():
+            metrics[f"train/{source}/{name}"] = float(np.mean([float(column[i]) for i in rows]))
+    return metrics
+
+
+_REVISED = re.compile(r"^(val-aux/.+)/revised/(mean@\d+)$")
+
+
+def self_correction_rates(metrics: dict) -> dict[str, float]:
+    """Among validation responses that revised their answer, the share that self-corrected.
+
+    verl reports, per data source, the means of our reward's per-response ``revised`` and
+    ``self_corrected`` flags (``rg_verl.reward.terms.revised_answers`` has the rule). Every
+    self-corrected response revised, and verl's ``mean@N`` is the mean over the same responses
+    for both, so their ratio is the conditional rate. Sources where nothing revised get no key.
+
+    >>> self_correction_rates({"val-aux/math/gsm8k/revised/mean@1": 0.25,
+    ...                        "val-aux/math/gsm8k/self_corrected/mean@1": 0.1})
+    {'val-aux/math/gsm8k/self_correction_rate/mean@1': 0.4}
+    """
+    rates = {}
+    for key, revised in metrics.items():
+        match = _REVISED.match(key)
+        corrected = metrics.get(f"{match[1]}/self_corrected/{match[2]}") if match else None
+        if corrected is not None and revised > 0:
+            rates[f"{match[1]}/self_correction_rate/{match[2]}"] = float(corrected) / float(revised)
+    return rates

@@ -1,7 +1,8 @@
 """Reward curves as PNG images, from verl's logged metrics.
 
-The trainer (:mod:`rg_verl.grpo.trainer`) draws ``reward_curve.png`` into ``trainer.default_local_dir``
-after every step. For a finished run logged with verl's file logger
+The trainer (:mod:`rg_verl.grpo.trainer`) keeps a :class:`RewardCurve` in ``trainer.default_local_dir``:
+after every step it redraws ``reward_curve.png``, with the values in ``reward_curve.json`` so that a
+resumed run continues the curve. For a finished run logged with verl's file logger
 (``trainer.logger=[console,file]``, path in ``VERL_FILE_LOGGER_PATH``)::
 
     python -m rg_verl.grpo.reward_curve metrics.jsonl reward_curve.png
@@ -12,11 +13,16 @@ Drawing uses matplotlib's object API with the Agg canvas: no display, no pyplot 
 from __future__ import annotations
 
 import argparse
+import io
 import json
+import logging
 import os
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+
+from rg_verl.atomic import write_atomic
+
+logger = logging.getLogger(__name__)
 
 # verl's mean sequence reward of a training step (the reward our reward function returned)
 REWARD_KEY = "critic/score/mean"
@@ -73,18 +79,44 @@ def plot_reward_curve(
     if values:
         ax.legend(loc="best", fontsize="small")
     fig.tight_layout()
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".png", dir=out.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            fig.savefig(f, format="png")
-        os.chmod(tmp, 0o644)  # mkstemp creates it private
-        os.replace(tmp, out)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return out
+    png = io.BytesIO()
+    fig.savefig(png, format="png")
+    write_atomic(path, png.getvalue())
+    return Path(path)
+
+
+class RewardCurve:
+    """A run's reward per step, kept in ``<out_dir>/reward_curve.json`` and drawn into ``reward_curve.png``.
+
+    The first :meth:`add` of a process continues the saved curve of a resumed run (its steps before the
+    current one). A failure to write only logs a warning: a plot must never stop training.
+    """
+
+    PNG = "reward_curve.png"
+    JSON = "reward_curve.json"
+
+    def __init__(self, out_dir: str | os.PathLike, title: str = "training reward"):
+        self.out_dir = Path(out_dir)
+        self.title = title
+        self.history: dict[int, float] | None = None  # read from disk at the first add
+
+    def _saved(self, before_step: int) -> dict[int, float]:
+        saved = self.out_dir / self.JSON
+        if not saved.is_file():
+            return {}
+        return {int(k): v for k, v in json.loads(saved.read_text()).items() if int(k) < before_step}
+
+    def add(self, step: int, reward: float) -> None:
+        """Record ``reward`` at ``step``, then rewrite the JSON and the PNG (each atomically)."""
+        try:
+            if self.history is None:
+                self.history = self._saved(step)
+            self.history[step] = reward
+            values = {str(k): v for k, v in sorted(self.history.items())}
+            write_atomic(self.out_dir / self.JSON, json.dumps(values))
+            plot_reward_curve(self.history, self.out_dir / self.PNG, title=self.title)
+        except Exception as error:
+            logger.warning("could not draw the reward curve into %s: %r", self.out_dir, error)
 
 
 def _mean(values: Sequence[float]) -> float:

@@ -256,35 +256,3 @@ def test_warm_start_options_are_checked_and_recorded(tmp_path):
     for other in ({"warm_start": {**warm, "format_rate": 0.5}, **small}, small):
         with pytest.raises(FileExistsError, match="other options"):
             tiny.ensure_tiny_model(built, **other)
-
-
-def test_reward_curve_png_and_its_values(tmp_path):
-    from rg_verl.grpo.reward_curve import main, plot_reward_curve
-
-    png = plot_reward_curve({2: 0.5, 1: 0.25, 3: 0.75}, tmp_path / "sub" / "curve.png")
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert [p.name for p in png.parent.iterdir()] == ["curve.png"]  # no temporary file left
-    metrics = tmp_path / "metrics.jsonl"
-    rows = [{"step": 1, "data": {"critic/score/mean": 0.1}}, {"step": 1, "data": {"x": 1}}, {"step": 2, "data": {}}]
-    metrics.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    main([str(metrics), str(tmp_path / "cli.png")])
-    assert (tmp_path / "cli.png").is_file()
-
-
-def test_trainer_reward_curve_continues_after_a_resume(tmp_path):
-    from types import SimpleNamespace
-
-    from omegaconf import OmegaConf
-
-    from rg_verl.grpo.trainer import REWARD_CURVE_JSON, REWARD_CURVE_PNG, ReasoningGymTrainer
-
-    config = OmegaConf.create(
-        {"trainer": {"default_local_dir": str(tmp_path / "out"), "project_name": "p", "experiment_name": "e"}}
-    )
-    first = SimpleNamespace(config=config)
-    for step, reward in [(1, 0.1), (2, 0.2), (3, 0.3)]:
-        ReasoningGymTrainer.record_reward(first, step, reward)
-    resumed = SimpleNamespace(config=config)  # a new process, resumed from the checkpoint of step 2
-    ReasoningGymTrainer.record_reward(resumed, 3, 0.5)
-    assert json.loads((tmp_path / "out" / REWARD_CURVE_JSON).read_text()) == {"1": 0.1, "2": 0.2, "3": 0.5}
-    assert (tmp_path / "out" / REWARD_CURVE_PNG).is_file()

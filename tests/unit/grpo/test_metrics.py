@@ -1,4 +1,4 @@
-"""Tests for rg_verl.grpo.metrics (per-category means of per-dataset metrics)."""
+"""rg_verl.grpo.metrics: categories, per-category and per-dataset means, self-correction rates."""
 
 import math
 
@@ -7,7 +7,7 @@ import pytest
 from reasoning_gym.factory import DATASETS
 
 from rg_verl.data.dataset import ReasoningGymDataset
-from rg_verl.grpo.metrics import category_means, dataset_category
+from rg_verl.grpo.metrics import category_means, dataset_category, grouped_means, self_correction_rates
 
 
 @pytest.mark.parametrize(
@@ -155,8 +155,6 @@ def test_category_means_is_idempotent_on_its_output():
 
 def test_category_means_of_grouped_training_metrics():
     # the trainer's path: per-dataset means (grouped_means), then their category means
-    from rg_verl.grpo.trainer import grouped_means
-
     sources = ["reasoning_gym/chain_sum"] * 3 + ["reasoning_gym/products", "reasoning_gym/maze"]
     per_dataset = grouped_means(sources, {"score": [1.0, 1.0, 0.0, 0.0, 1.0]})
     assert category_means(per_dataset) == pytest.approx(
@@ -164,42 +162,28 @@ def test_category_means_of_grouped_training_metrics():
     )
 
 
-# --- wiring in the trainer (verl's parent methods replaced by stubs) -------------------------------
-
-
-@pytest.fixture
-def trainer(monkeypatch):
-    from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
-
-    from rg_verl.grpo.trainer import ReasoningGymTrainer
-
-    val = {f"{V}/chain_sum/reward/mean@1": 1.0, f"{V}/products/reward/mean@1": 0.0, "val-aux/num_turns/min": 2}
-    monkeypatch.setattr(PPOTrainerSync, "_validate", lambda self: dict(val))
-    monkeypatch.setattr(PPOTrainerSync, "step", lambda self, metrics, timing_raw: "batch")
-    sources = ["reasoning_gym/chain_sum", "reasoning_gym/maze", "reasoning_gym/maze"]
-    infos = [{"score": 1.0}, {"score": 1.0}, {"score": 0.0}]
-    monkeypatch.setattr(ReasoningGymTrainer, "read_rewards", lambda self, batch: (sources, infos))
-    trainer = ReasoningGymTrainer.__new__(ReasoningGymTrainer)  # no verl setup needed for these methods
-    trainer.train_dataset = None  # not a reasoning-gym dataset: no curriculum
-    return trainer
-
-
-def test_trainer_validate_adds_category_means(trainer):
-    assert trainer._validate() == {
-        f"{V}/chain_sum/reward/mean@1": 1.0,
-        f"{V}/products/reward/mean@1": 0.0,
-        "val-aux/num_turns/min": 2,
-        f"{V}/category/arithmetic/reward/mean@1": 0.5,
+def test_self_correction_rate_is_the_share_of_revising_responses_that_self_corrected():
+    metrics = {
+        "val-aux/reasoning_gym/chain_sum/revised/mean@4": 0.5,
+        "val-aux/reasoning_gym/chain_sum/self_corrected/mean@4": 0.125,
+        "val-aux/reasoning_gym/chain_sum/revised/mean@2": 0.25,
+        "val-aux/reasoning_gym/chain_sum/self_corrected/mean@2": 0.25,
+        # nothing revised: no rate (not 0/0)
+        "val-aux/math/gsm8k/revised/mean@4": 0.0,
+        "val-aux/math/gsm8k/self_corrected/mean@4": 0.0,
+        # other statistics of the flags are not rates
+        "val-aux/reasoning_gym/chain_sum/revised/std@4": 0.3,
+        "val-core/reasoning_gym/chain_sum/reward/mean@4": 1.0,
+    }
+    assert self_correction_rates(metrics) == {
+        "val-aux/reasoning_gym/chain_sum/self_correction_rate/mean@4": pytest.approx(0.25),
+        "val-aux/reasoning_gym/chain_sum/self_correction_rate/mean@2": pytest.approx(1.0),
     }
 
 
-def test_trainer_step_adds_category_means(trainer):
-    metrics = {"timing_s/gen": 1.0}
-    assert trainer.step(metrics, {}) == "batch"
-    assert metrics == {
-        "timing_s/gen": 1.0,
-        f"{T}/chain_sum/score": 1.0,
-        f"{T}/maze/score": 0.5,
-        f"{T}/category/arithmetic/score": 1.0,
-        f"{T}/category/games/score": 0.5,
+def test_grouped_means_keeps_sources_apart():
+    sources = ["math/gsm8k", "reasoning_gym/chain_sum", "math/gsm8k"]
+    assert grouped_means(sources, {"accuracy": [1, 0, 0]}) == {
+        "train/math/gsm8k/accuracy": 0.5,
+        "train/reasoning_gym/chain_sum/accuracy": 0.0,
     }

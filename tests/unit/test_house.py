@@ -1,0 +1,80 @@
+"""The shape of the house: small modules and functions, one folder per concern, shared names spelled once."""
+
+import ast
+import re
+
+import pytest
+
+from tests.helpers import REPO
+
+MAX_MODULE_LINES = 400
+MAX_FUNCTION_LINES = 60
+CODE_DIRS = ("rg_verl", "bench", "utils")
+
+
+def _sources(*dirs: str) -> list:
+    return sorted(p for d in dirs for p in (REPO / d).rglob("*.py"))
+
+
+def _long_functions(path, root=REPO) -> list[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return [
+        f"{path.relative_to(root)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES
+    ]
+
+
+def test_no_function_is_over_60_lines():
+    offenders = [entry for path in _sources(*CODE_DIRS) for entry in _long_functions(path)]
+    assert not offenders, "split these functions:\n" + "\n".join(offenders)
+
+
+def test_no_package_module_is_over_400_lines():
+    sizes = {p.relative_to(REPO): len(p.read_text().splitlines()) for p in _sources("rg_verl")}
+    offenders = {str(path): n for path, n in sizes.items() if n > MAX_MODULE_LINES}
+    assert not offenders, f"split these modules: {offenders}"
+
+
+def test_the_long_function_check_sees_a_long_function(tmp_path):
+    """The negative control of the size checks: a 61-line function is reported."""
+    path = tmp_path / "probe.py"
+    body = "".join(f"    x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES))
+    path.write_text(f"def short():\n    pass\n\n\ndef long():\n{body}")
+    assert _long_functions(path, root=tmp_path) == [f"probe.py:5 long ({MAX_FUNCTION_LINES + 1} lines)"]
+
+
+@pytest.mark.parametrize("folder", ["data", "reward", "grpo", "cpu", "hf_rollout", "evaluation", "checkpoint"])
+def test_each_concern_has_its_folder_with_a_docstring(folder):
+    init = REPO / "rg_verl" / folder / "__init__.py"
+    assert ast.get_docstring(ast.parse(init.read_text())), f"rg_verl/{folder}/__init__.py says what the folder holds"
+
+
+# names rg_verl.vocab owns: no other package module may assign them
+SHARED = re.compile(
+    r"^(SPLITS|SPLIT_URI|EVAL_SPLIT|SPLIT_STRIDE|MAX_SEED|RG_PREFIX|FILE_PREFIX|DATA_SOURCE_PREFIX|MODES|"
+    r"PEFT_PREFIX|_PEFT_PREFIX|Messages|THINK_OPEN|THINK_CLOSE|ANSWER_OPEN|ANSWER_CLOSE)\s*[:=]",
+    re.M,
+)
+
+
+def test_shared_names_are_spelled_only_in_vocab():
+    offenders = [
+        f"{p.relative_to(REPO)}: {m.group(1)}"
+        for p in _sources("rg_verl")
+        if p.name != "vocab.py"
+        for m in SHARED.finditer(p.read_text())
+    ]
+    assert not offenders, "import these from rg_verl.vocab instead:\n" + "\n".join(offenders)
+
+
+def test_tags_are_spelled_only_in_vocab():
+    tag = re.compile(r"""["'](</?(?:think|answer)>)["']""")
+    offenders = [
+        f"{p.relative_to(REPO)}: {m.group(1)}"
+        for p in _sources("rg_verl")
+        if p.name != "vocab.py"
+        for m in tag.finditer(p.read_text())
+    ]
+    assert not offenders, "use rg_verl.vocab's tag constants:\n" + "\n".join(offenders)
