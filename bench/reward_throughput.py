@@ -287,46 +287,52 @@ def fmt_s(seconds, timeout) -> str:
     return f"> {timeout:.0f}" if seconds is None else f"{seconds:.3f}"
 
 
-def reward_benchmark(args):
-    t0 = time.perf_counter()
-    completions = build_completions(args.n, args.seed)
-    build_s = time.perf_counter() - t0
-    scorers = make_scorers()
-    for fn in scorers.values():  # warm: one call per dataset, untimed
+def is_hostile(completion: dict) -> bool:
+    return completion["kind"].startswith("hostile")
+
+
+def warm_up(scorers: dict, completions: list[dict]) -> None:
+    """One untimed call per dataset and side, so each side's per-dataset state is built."""
+    for fn in scorers.values():
         seen = set()
         for c in completions:
-            if c["dataset"] not in seen and not c["kind"].startswith("hostile"):
+            if c["dataset"] not in seen and not is_hostile(c):
                 seen.add(c["dataset"])
                 fn(c)
 
+
+def describe(completions: list[dict], build_s: float, seed: int) -> None:
     kinds = Counter(c["kind"].split(":")[0] for c in completions)
     total_chars = sum(len(c["text"]) for c in completions)
-    print(f"built {len(completions)} completions in {build_s:.1f} s (seed {args.seed}): "
+    print(f"built {len(completions)} completions in {build_s:.1f} s (seed {seed}): "
           + ", ".join(f"{k} {v}" for k, v in kinds.items()) + f"; {total_chars / 1e6:.1f} M chars in all")  # fmt: skip
     print("datasets: " + ", ".join(f"{k} {v}" for k, v in sorted(Counter(c["dataset"] for c in completions).items())))
 
-    print(f"\n== hostile inputs, one call each in a forked child, limit {args.probe_timeout:.0f} s ==")
+
+def probe_hostile(scorers: dict, completions: list[dict], timeout: float) -> tuple[set[int], list]:
+    """(indices of the hostile completions that overran ``timeout`` on a side, (completion, results) rows)."""
+    print(f"\n== hostile inputs, one call each in a forked child, limit {timeout:.0f} s ==")
     print(f"{'kind':<34}{'dataset':<27}{'ours s':>9}{'ref s':>9}{'ours':>7}{'ref':>7}")
     excluded, probe_rows = set(), []
     for i, c in enumerate(completions):
-        if not c["kind"].startswith("hostile"):
+        if not is_hostile(c):
             continue
-        res = {side: probe(fn, c, args.probe_timeout) for side, fn in scorers.items()}
+        res = {side: probe(fn, c, timeout) for side, fn in scorers.items()}
         probe_rows.append((c, res))
         if any(sec is None for sec, _ in res.values()):
             excluded.add(i)
         score = {s: fmt_score(v) for s, (_, v) in res.items()}
-        seconds = {s: fmt_s(sec, args.probe_timeout) for s, (sec, _) in res.items()}
+        seconds = {s: fmt_s(sec, timeout) for s, (sec, _) in res.items()}
         print(f"{c['kind'][8:]:<34}{c['dataset']:<27}{seconds['ours']:>9}{seconds['reference']:>9}"
               f"{score['ours']:>7}{score['reference']:>7}", flush=True)  # fmt: skip
-    timed = [c for i, c in enumerate(completions) if i not in excluded]
-    if excluded:
-        print(f"({len(excluded)} hostile completions overran the limit on at least one side and are left out of "
-              f"the timed runs below, for both sides)")  # fmt: skip
+    return excluded, probe_rows
 
+
+def throughput(scorers: dict, timed: list[dict], repeats: int) -> tuple[dict, dict, dict, dict]:
+    """Timed passes, alternating the sides: (best items/s, best without hostile, worst (s, item), last scores)."""
     print(f"\n== reward throughput, {len(timed)} completions, sequential in-process ==")
     print(f"{'run':<14}{'items/s':>10}{'(no hostile)':>14}{'worst s':>9}  worst item")
-    regular = [not c["kind"].startswith("hostile") for c in timed]
+    regular = [not is_hostile(c) for c in timed]
     warmup = timed[: max(1, len(timed) // 10)]
     for side in SIDES:  # an untimed pass over a tenth of the items: lazy imports, first-call costs
         timed_pass(scorers[side], warmup)
@@ -334,7 +340,7 @@ def reward_benchmark(args):
     best_regular = {side: 0.0 for side in SIDES}
     worst = {side: (0.0, None) for side in SIDES}
     scores = {}
-    for run in range(args.repeats):
+    for run in range(repeats):
         for side in SIDES if run % 2 == 0 else SIDES[::-1]:
             rate, side_scores, lat = timed_pass(scorers[side], timed)
             scores[side] = side_scores
@@ -347,7 +353,10 @@ def reward_benchmark(args):
                 worst[side] = (lat[j], timed[j])
             print(f"{side + '_' + str(run):<14}{rate:>10.1f}{rate_regular:>14.1f}{lat[j]:>9.3f}  "
                   f"{timed[j]['dataset']} / {timed[j]['kind']}", flush=True)  # fmt: skip
+    return best, best_regular, worst, scores
 
+
+def mean_by_kind(timed: list[dict], scores: dict) -> None:
     print("\n== mean score by kind (last run; ref nan = scorer raised) ==")
     print(f"{'kind':<34}{'count':>6}{'ours':>8}{'ref':>8}{'differ':>8}")
     by_kind = {}
@@ -359,15 +368,35 @@ def reward_benchmark(args):
         differ = sum(abs(p[0] - p[1]) > 1e-9 or p[1] != p[1] for p in pairs)
         print(f"{kind:<34}{len(pairs):>6}{mo:>8.3f}{mr:>8.3f}{differ:>8}")
 
-    # the worst latency over everything, the probed hostile inputs included
+
+def worst_latency(worst: dict, probe_rows: list, timeout: float) -> dict[str, str]:
+    """Each side's worst latency over everything, the probed hostile inputs included, as text."""
     overall = {}
     for side in SIDES:
         sec, c = worst[side]
         label = f"{sec:.3f} s ({c['dataset']} / {c['kind']})" if c else "-"
         unfinished = [f"{pc['dataset']} / {pc['kind']}" for pc, res in probe_rows if res[side][0] is None]
         if unfinished:
-            label = f"> {args.probe_timeout:.0f} s, did not finish: {'; '.join(unfinished)} (worst finished: {label})"
+            label = f"> {timeout:.0f} s, did not finish: {'; '.join(unfinished)} (worst finished: {label})"
         overall[side] = label
+    return overall
+
+
+def reward_benchmark(args):
+    t0 = time.perf_counter()
+    completions = build_completions(args.n, args.seed)
+    build_s = time.perf_counter() - t0
+    scorers = make_scorers()
+    warm_up(scorers, completions)
+    describe(completions, build_s, args.seed)
+    excluded, probe_rows = probe_hostile(scorers, completions, args.probe_timeout)
+    timed = [c for i, c in enumerate(completions) if i not in excluded]
+    if excluded:
+        print(f"({len(excluded)} hostile completions overran the limit on at least one side and are left out of "
+              f"the timed runs below, for both sides)")  # fmt: skip
+    best, best_regular, worst, scores = throughput(scorers, timed, args.repeats)
+    mean_by_kind(timed, scores)
+    overall = worst_latency(worst, probe_rows, args.probe_timeout)
     if any(c["kind"] == "hostile:1MB_unclosed_answer_tags" and res["reference"][0] is None for c, res in probe_rows):
         regex_blowup(scorers)
     return best, best_regular, overall, len(excluded)

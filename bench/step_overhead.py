@@ -129,6 +129,8 @@ def arm_overrides(arm: str, paths: dict) -> list[str]:
 
 def train_step_times(arm: str, run: int, steps: int, paths: dict, workdir: Path) -> list[float]:
     """Runs one training of ``steps`` steps; returns ``timing_s/step`` for each step, in order."""
+    from rg_verl.grpo.reward_curve import read_metrics
+
     rundir = workdir / f"{arm}_{run}"
     rundir.mkdir()
     metrics = rundir / "metrics.jsonl"
@@ -144,11 +146,7 @@ def train_step_times(arm: str, run: int, steps: int, paths: dict, workdir: Path)
     (rundir / "log.txt").write_text(proc.stdout + proc.stderr)
     if proc.returncode != 0:
         raise RuntimeError(f"{arm} run {run} failed (rc {proc.returncode}):\n{(proc.stdout + proc.stderr)[-4000:]}")
-    by_step = {}
-    for line in metrics.read_text().splitlines():
-        if line.strip():
-            row = json.loads(line)
-            by_step.setdefault(row["step"], {}).update(row["data"])
+    by_step = read_metrics(metrics)
     return [by_step[s]["timing_s/step"] for s in sorted(by_step) if "timing_s/step" in by_step[s]]
 
 

@@ -5,8 +5,7 @@
 process of :mod:`rg_verl.reward.time_limit` (math-verify's own ``signal.alarm`` timeouts are
 disabled: they only work in a main thread and have one-second granularity). Hostile
 answers such as ``\\boxed{9^{9^{9^{9}}}}`` are cut off after ``timeout`` seconds and
-score 0; answers longer than :data:`~rg_verl.reward.time_limit.MAX_ANSWER_CHARS` score 0
-without being parsed.
+score 0; answers longer than :data:`MAX_ANSWER_CHARS` score 0 without being parsed.
 
 Model output is never evaluated as Python: math-verify parses LaTeX with its own
 grammar, and hands sympy's ``parse_expr`` only strings its regex restricts to digits,
@@ -19,11 +18,14 @@ import logging
 import re
 from typing import Any
 
-from rg_verl.reward.time_limit import MAX_ANSWER_CHARS, Status, call_bounded
+from rg_verl.reward.time_limit import Status, call_bounded
 
-__all__ = ["gsm8k_reference", "last_boxed", "math_equal", "math_equal_status"]
+__all__ = ["MAX_ANSWER_CHARS", "gsm8k_reference", "last_boxed", "math_equal", "math_equal_status"]
 
 logger = logging.getLogger(__name__)
+
+#: Longest model answer (characters) worth parsing; longer ones score 0 without parsing.
+MAX_ANSWER_CHARS = 10_000
 
 _BOXED, _FBOX = "\\boxed", "\\fbox"
 _DELIMITERS = ("$", "\\boxed", "\\fbox", "\\(", "\\[", "\\begin{")

@@ -14,19 +14,22 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import math
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from reasoning_gym.factory import get_score_answer_fn
 
-from rg_verl.reward.math_verify import last_boxed, math_equal_status
+from rg_verl.reward.extraction import response_answer
+from rg_verl.reward.math_verify import math_equal_status
 from rg_verl.reward.sympy_guard import SYMPY_PARSED, is_plain_expression
-from rg_verl.reward.terms import TERMS, Response, check_terms, revised_answers, self_correction_term
+from rg_verl.reward.terms import TERMS, Response, clamp_unit, revised_answers, self_correction_term
 from rg_verl.reward.time_limit import Status, call_bounded
-from rg_verl.vocab import ANSWER_CLOSE, ANSWER_OPEN, FILE_PREFIX, MODES, RG_PREFIX, TAGS, THINK_CLOSE, THINK_OPEN
+from rg_verl.vocab import FILE_PREFIX, MODES, RG_PREFIX, parse_data_source
 
-__all__ = ["compute_score", "extract_answer", "response_answer"]
+if TYPE_CHECKING:
+    from rg_verl.config import RewardConfig
+
+__all__ = ["compute_score", "reward_config"]
 
 logger = logging.getLogger(__name__)
 
@@ -34,80 +37,6 @@ logger = logging.getLogger(__name__)
 MAX_EARLIER_ANSWERS = 3
 # seconds one answer may take to score where scoring can be slow (sympy, math-verify)
 SCORE_TIMEOUT_S = 0.9
-
-
-def _strict_answer(text: str) -> str | None:
-    body = text.strip()
-    if not (body.startswith(THINK_OPEN) and body.endswith(ANSWER_CLOSE)):
-        return None
-    think_end = body.find(THINK_CLOSE, len(THINK_OPEN))
-    if think_end < 0 or THINK_OPEN in body[len(THINK_OPEN) : think_end]:
-        return None
-    rest = body[think_end + len(THINK_CLOSE) :].lstrip()
-    if not rest.startswith(ANSWER_OPEN) or len(rest) < len(ANSWER_OPEN) + len(ANSWER_CLOSE):
-        return None
-    answer = rest[len(ANSWER_OPEN) : -len(ANSWER_CLOSE)]
-    if any(tag in answer for tag in TAGS):
-        return None
-    return answer.strip()
-
-
-def _lenient_answer(text: str) -> str | None:
-    last_close = text.rfind(ANSWER_CLOSE)
-    if last_close < 0:
-        return None
-    start = text.rfind(ANSWER_OPEN, 0, last_close)
-    if start < 0:
-        return None
-    start += len(ANSWER_OPEN)
-    return text[start : text.find(ANSWER_CLOSE, start)].strip()
-
-
-def extract_answer(text: str, strict: bool = False) -> str | None:
-    """Returns the stripped content of the last ``<answer>...</answer>`` in ``text``.
-
-    Only plain substring searches are used, so the cost is linear in ``len(text)``.
-
-    Args:
-        text: The model's response.
-        strict: If True, the whole response (up to surrounding whitespace) must be
-            ``<think>...</think>`` then ``<answer>...</answer>``, with no other tags
-            inside the answer; otherwise None. If False, the last complete answer
-            block anywhere is used: the last ``<answer>`` that is followed by a
-            ``</answer>``, up to the first ``</answer>`` after it.
-
-    Returns:
-        The answer text, or None if there is none (or strict formatting fails).
-
-    Examples:
-        >>> extract_answer("<think>2+2</think> <answer> 4 </answer>", strict=True)
-        '4'
-        >>> extract_answer("I think <answer>3</answer>, no: <answer>4</answer>.")
-        '4'
-        >>> extract_answer("I think <answer>3</answer>, no: <answer>4</answer>.", strict=True) is None
-        True
-        >>> extract_answer("no tags") is None
-        True
-    """
-    if not isinstance(text, str):
-        return None
-    return _strict_answer(text) if strict else _lenient_answer(text)
-
-
-def response_answer(text: Any, data_source: str, strict: bool = False) -> str | None:
-    """The answer of a response that the reward scores, for an item of ``data_source``.
-
-    That is :func:`extract_answer`; for file math items (``math/<name>``) in lenient mode, a
-    response without an answer block falls back to its last ``\\boxed{}``, the convention of
-    math models.
-
-    >>> response_answer("so \\\\boxed{5}", "math/gsm8k"), response_answer("so \\\\boxed{5}", "reasoning_gym/chain_sum")
-    ('5', None)
-    """
-    answer = extract_answer(text, strict=strict)
-    if answer is None and not strict and str(data_source).startswith(FILE_PREFIX):
-        answer = last_boxed(text)
-    return answer
 
 
 @functools.cache
@@ -191,7 +120,70 @@ def _correctness(name: str, answer: str | None, entry: dict, by_math: bool = Fal
         except Exception as e:  # a scorer bug must never crash training
             logger.warning("reasoning-gym scorer for %r raised %r; scoring 0.0", name, e)
             return 0.0, True
-    return (min(max(score, 0.0), 1.0) if math.isfinite(score) else 0.0), False
+    return clamp_unit(score), False
+
+
+# --- the reward kwargs: checked once by rg_verl.config.RewardConfig, cached per distinct value ---
+
+
+def _frozen(value: Any) -> Any:
+    """``value`` as a hashable cache key that keeps every type.
+
+    Types are kept because ``True == 1 == 1.0`` in Python while they are different settings (a bool
+    weight is an error), and so that :func:`_thawed` gives back mappings and sequences.
+    """
+    if isinstance(value, Mapping):  # a dict, or OmegaConf's DictConfig from verl
+        return dict, tuple((key, _frozen(item)) for key, item in value.items())
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes):  # a list, a tuple, a ListConfig
+        return list, tuple(_frozen(item) for item in value)
+    return type(value), value
+
+
+def _thawed(key: Any) -> Any:
+    """The plain value of a :func:`_frozen` key: dicts and lists, as a YAML config has them."""
+    kind, value = key
+    if kind is dict:
+        return {name: _thawed(item) for name, item in value}
+    return [_thawed(item) for item in value] if kind is list else value
+
+
+@functools.lru_cache(maxsize=64)
+def _checked(key: Any) -> RewardConfig:
+    # imported here: rg_verl.config imports the data layer, which imports this package
+    from rg_verl.config import RewardConfig
+
+    return RewardConfig.from_section(_thawed(key))
+
+
+def reward_config(**given: Any) -> RewardConfig:
+    """The reward kwargs that are not None, checked by ``rg_verl.config.RewardConfig`` (its defaults
+    fill the rest); each distinct set is checked once, as verl calls the reward once per response.
+
+    Raises:
+        rg_verl.config.ConfigError: a ValueError naming the bad key, its value and the fix.
+
+    >>> reward_config(mode="strict", terms={"format": 0.5}).terms
+    {'format': 0.5}
+    """
+    key = _frozen({name: value for name, value in given.items() if value is not None})
+    try:
+        hash(key)
+    except TypeError:  # a value that cannot be a cache key (a set): checked every time
+        return _checked.__wrapped__(key)
+    return _checked(key)
+
+
+# --- compute_score and its steps ---
+
+
+class _Verdict(NamedTuple):
+    answer: str | None
+    correctness: float
+    failed: bool
+
+
+# scores an answer of the item at hand: (correctness, whether scoring failed); see _correctness
+_Score = Callable[[str | None], tuple[float, bool]]
 
 
 def compute_score(
@@ -199,28 +191,26 @@ def compute_score(
     solution_str: str,
     ground_truth: Any,
     extra_info: dict | None = None,
-    mode: str = "lenient",
+    mode: str | None = None,
     terms: dict[str, float] | None = None,
     tokenizer_path: str | None = None,
     max_response_length: int | None = None,
-    math_datasets: list[str] | tuple[str, ...] = (),
+    math_datasets: list[str] | tuple[str, ...] | None = None,
     **kwargs: Any,
 ) -> dict[str, float]:
     """Scores a response: correctness of its final answer, plus weighted extra terms.
 
-    verl passes ``reward.custom_reward_function.reward_kwargs`` as keyword arguments.
+    verl passes ``reward.custom_reward_function.reward_kwargs`` as keyword arguments. Those that
+    are None (or absent) take the default of ``rg_verl.config.RewardConfig``, which checks them.
 
     Args:
         data_source: ``"reasoning_gym/<dataset name>"``, or ``"math/<name>"`` for a file math
             item (scored by math-verify).
         solution_str: The decoded response.
         ground_truth: The reference answer (used only if ``extra_info`` lacks ``entry``).
-        extra_info: The item's ``extra_info``; ``extra_info["entry"]`` is the
-            entry the scorer needs.
-        mode: Which extraction the reward uses: ``"strict"`` or ``"lenient"``
-            (see :func:`extract_answer`). Both are always reported. For ``math/`` items,
-            a response without an answer block falls back, in lenient mode, to its last
-            ``\\boxed{}``, the convention of math models.
+        extra_info: The item's ``extra_info``; ``extra_info["entry"]`` is the entry the scorer needs.
+        mode: Which extraction the reward uses: ``"strict"`` or ``"lenient"`` (the default; see
+            :func:`~rg_verl.reward.extraction.response_answer`). Both are always reported.
         terms: ``{term name: weight}`` of extra terms (see ``rg_verl.reward.terms``).
         tokenizer_path: Tokenizer for response lengths in tokens (``length`` and ``cosine``).
         max_response_length: The response budget in tokens the length terms are relative to.
@@ -238,76 +228,98 @@ def compute_score(
         when a tokenizer is given; and ``term/<name>`` for each weighted term.
 
     Raises:
-        ValueError: If ``data_source`` is not a reasoning-gym dataset, or a keyword
-            argument is invalid (an unknown mode or term, a missing tokenizer).
+        ValueError: If ``data_source`` is not a reasoning-gym dataset or a file item, or a reward
+            keyword argument is invalid (``rg_verl.config.ConfigError``).
     """
-    if mode not in MODES:
-        raise ValueError(f"reward_kwargs.mode must be one of {MODES}, got {mode!r}")
-    weights = check_terms(dict(terms or {}))
-    weights = {name: weight for name, weight in weights.items() if weight != 0.0}
-    if {"length", "cosine"} & set(weights) and not (tokenizer_path and max_response_length):
-        raise ValueError("the length and cosine reward terms need reward_kwargs.tokenizer_path and max_response_length")
-    data_source = str(data_source)
-    from_file = data_source.startswith(FILE_PREFIX) and len(data_source) > len(FILE_PREFIX)
-    if from_file:
-        name = data_source[len(FILE_PREFIX) :]
-    elif data_source.startswith(RG_PREFIX):
-        name = data_source[len(RG_PREFIX) :]
+    config = reward_config(
+        mode=mode, terms=terms, tokenizer_path=tokenizer_path,
+        max_response_length=max_response_length, math_datasets=math_datasets,
+    )  # fmt: skip
+    name, from_file = _dataset(data_source)
+    text = solution_str if isinstance(solution_str, str) else ""
+    entry = _entry(name, extra_info, ground_truth)
+    score = functools.partial(_correctness, name, entry=entry, by_math=from_file or name in config.math_datasets)
+    verdicts = _verdicts(text, data_source, score)
+    return _result(verdicts, config.mode, _response(text, verdicts, config, score), config.terms)
+
+
+def _dataset(data_source: Any) -> tuple[str, bool]:
+    """(dataset name, whether the item comes from a file) of a supported ``data_source``."""
+    parsed = parse_data_source(data_source)
+    if parsed is None:
+        raise ValueError(
+            f"Unsupported data_source {data_source!r}: expected '{RG_PREFIX}<dataset name>' "
+            f"or '{FILE_PREFIX}<name>'"
+        )
+    name, from_file = parsed
+    if not from_file:
         try:
             _scorer(name)
         except Exception:  # reasoning-gym raises ValueError, or asserts (composite)
             raise ValueError(
                 f"Unsupported data_source {data_source!r}: unknown reasoning-gym dataset {name!r}"
             ) from None
-    else:
-        raise ValueError(
-            f"Unsupported data_source {data_source!r}: expected '{RG_PREFIX}<dataset name>' "
-            f"or '{FILE_PREFIX}<name>'"
-        )
-    text = solution_str if isinstance(solution_str, str) else ""
-    entry = _entry(name, extra_info, ground_truth)
-    by_math = from_file or name in (math_datasets or ())
+    return name, from_file
 
-    strict_answer = response_answer(text, data_source, strict=True)
-    lenient_answer = response_answer(text, data_source, strict=False)
-    correct_strict, failed_strict = _correctness(name, strict_answer, entry, by_math)
-    if lenient_answer == strict_answer:
-        correct_lenient, failed_lenient = correct_strict, failed_strict
-    else:
-        correct_lenient, failed_lenient = _correctness(name, lenient_answer, entry, by_math)
-    answer, correctness = (strict_answer, correct_strict) if mode == "strict" else (lenient_answer, correct_lenient)
 
+def _verdicts(text: str, data_source: str, score: _Score) -> dict[str, _Verdict]:
+    """The answer and its score under each mode of :data:`~rg_verl.vocab.MODES`; one scoring if they agree."""
+    verdicts: dict[str, _Verdict] = {}
+    for mode in MODES:
+        answer = response_answer(text, data_source, strict=mode == "strict")
+        same = [verdict for verdict in verdicts.values() if verdict.answer == answer]
+        verdicts[mode] = same[0] if same else _Verdict(answer, *score(answer))
+    return verdicts
+
+
+def _earlier_answers_correct(text: str, score: _Score) -> tuple[bool, ...]:
+    """For the last :data:`MAX_EARLIER_ANSWERS` earlier answers that differ from the final one: correct?"""
     answers = revised_answers(text)
-    earlier = [a for a in answers[:-1] if a != (answers[-1] if answers else None)][-MAX_EARLIER_ANSWERS:]
-    earlier_correct = tuple(_correctness(name, a, entry, by_math)[0] >= 1.0 for a in earlier)
+    earlier = [answer for answer in answers[:-1] if answer != answers[-1]][-MAX_EARLIER_ANSWERS:]
+    return tuple(score(answer)[0] >= 1.0 for answer in earlier)
 
-    num_tokens = max_tokens = 0
-    if tokenizer_path and max_response_length:
-        max_tokens = int(max_response_length)
-        num_tokens = count_tokens(text, tokenizer_path, max_tokens)
-    response = Response(
+
+def _token_counts(text: str, config: RewardConfig) -> tuple[int, int]:
+    """(response tokens, token budget), or (0, 0) without a tokenizer and a budget."""
+    if not (config.tokenizer_path and config.max_response_length):
+        return 0, 0
+    max_tokens = int(config.max_response_length)
+    return count_tokens(text, config.tokenizer_path, max_tokens), max_tokens
+
+
+def _response(text: str, verdicts: dict[str, _Verdict], config: RewardConfig, score: _Score) -> Response:
+    """What the terms look at, given the answer of ``text`` under each mode (:func:`_verdicts`)."""
+    num_tokens, max_tokens = _token_counts(text, config)
+    return Response(
         text=text,
-        correctness=correctness,
-        format_ok=strict_answer is not None,
+        correctness=verdicts[config.mode].correctness,
+        format_ok=verdicts["strict"].answer is not None,
         num_tokens=num_tokens,
         max_tokens=max_tokens,
-        earlier_answers_correct=earlier_correct,
+        earlier_answers_correct=_earlier_answers_correct(text, score),
     )
+
+
+def _result(
+    verdicts: dict[str, _Verdict], mode: str, response: Response, weights: dict[str, float]
+) -> dict[str, float]:
+    """The values :func:`compute_score` returns, the weighted terms added to ``score``."""
     result = {
-        "score": correctness,
-        "correct_strict": correct_strict,
-        "correct_lenient": correct_lenient,
-        "accuracy": float(correctness >= 1.0),
-        "format_ok": float(strict_answer is not None),
-        "answer_found": float(answer is not None),
-        "revised": float(bool(earlier)),
+        "score": response.correctness,
+        "correct_strict": verdicts["strict"].correctness,
+        "correct_lenient": verdicts["lenient"].correctness,
+        "accuracy": float(response.correctness >= 1.0),
+        "format_ok": float(response.format_ok),
+        "answer_found": float(verdicts[mode].answer is not None),
+        "revised": float(bool(response.earlier_answers_correct)),
         "self_corrected": self_correction_term(response),
-        "scoring_failed": float(failed_strict or failed_lenient),
+        "scoring_failed": float(any(verdict.failed for verdict in verdicts.values())),
     }
-    if max_tokens:
-        result["response_tokens"] = float(num_tokens)
+    if response.max_tokens:
+        result["response_tokens"] = float(response.num_tokens)
     for term, weight in weights.items():
-        value = TERMS[term](response)
-        result[f"term/{term}"] = value
-        result["score"] += weight * value
+        if weight != 0.0:
+            value = TERMS[term](response)
+            result[f"term/{term}"] = value
+            result["score"] += weight * value
     return result

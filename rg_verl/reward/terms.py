@@ -4,7 +4,8 @@ Every term is a plain function ``term(response: Response) -> float`` in :data:`T
 (``rg_verl.reward.compute_score``) adds ``weight * term(response)`` for each term whose weight in
 ``reward.custom_reward_function.reward_kwargs.terms`` is non-zero, and reports every term's value.
 
-To add a term: write the function here, document its range, and add it to :data:`TERMS`.
+To add a term: write the function here, document its range, and add it to :data:`TERMS`. The names
+a config may use are checked by ``rg_verl.config.RewardConfig``, against :data:`TERMS`.
 
 Terms:
 
@@ -68,24 +69,41 @@ def revised_answers(text: str) -> list[str]:
     return answers
 
 
+def clamp_unit(value: float) -> float:
+    """``value`` clamped to [0, 1]; NaN and infinities (a scorer's bug, not a score) give 0.
+
+    >>> clamp_unit(1.5), clamp_unit(-2.0), clamp_unit(0.25), clamp_unit(float("nan"))
+    (1.0, 0.0, 0.25, 0.0)
+    """
+    return min(max(value, 0.0), 1.0) if math.isfinite(value) else 0.0
+
+
+def _budget_used(response: Response) -> float:
+    """The share of the token budget the response fills, in [0, 1]."""
+    return clamp_unit(response.num_tokens / max(response.max_tokens, 1))
+
+
 def format_term(response: Response) -> float:
+    """1 for the strict think/answer format, else 0."""
     return 1.0 if response.format_ok else 0.0
 
 
 def length_term(response: Response) -> float:
-    return -min(max(response.num_tokens / max(response.max_tokens, 1), 0.0), 1.0)
+    """Minus the share of the token budget used: 0 (empty) to -1 (full)."""
+    return -_budget_used(response)
 
 
 def cosine_term(response: Response) -> float:
-    progress = min(max(response.num_tokens / max(response.max_tokens, 1), 0.0), 1.0)
+    """Correctness scaled by length on a cosine schedule: [0.5, 1] when correct, [-1, -0.5] when not."""
     if response.correctness >= 1.0:
         short, long = 1.0, 0.5
     else:
         short, long = -1.0, -0.5
-    return long + 0.5 * (short - long) * (1.0 + math.cos(math.pi * progress))
+    return long + 0.5 * (short - long) * (1.0 + math.cos(math.pi * _budget_used(response)))
 
 
 def self_correction_term(response: Response) -> float:
+    """1 when an earlier answer was wrong and the final one is correct, else 0."""
     revised = any(not correct for correct in response.earlier_answers_correct)
     return 1.0 if revised and response.correctness >= 1.0 else 0.0
 
@@ -96,24 +114,3 @@ TERMS: dict[str, Callable[[Response], float]] = {
     "cosine": cosine_term,
     "self_correction": self_correction_term,
 }
-
-
-def check_terms(weights: dict[str, float]) -> dict[str, float]:
-    """Validated ``{term: weight}``: known names and finite numbers only.
-
-    >>> check_terms({"lenght": 0.1})  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    ValueError: unknown reward term 'lenght' in ...terms; valid terms: cosine, format, length, self_correction
-    """
-    checked = {}
-    for name, weight in weights.items():
-        if name not in TERMS:
-            raise ValueError(
-                f"unknown reward term {name!r} in reward.custom_reward_function.reward_kwargs.terms; "
-                f"valid terms: {', '.join(sorted(TERMS))}"
-            )
-        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight):
-            raise ValueError(f"reward term {name!r} needs a finite number as its weight, got {weight!r}")
-        checked[name] = float(weight)
-    return checked

@@ -1,29 +1,19 @@
 """Tests for rg_verl.reward.math_verify: math-verify equivalence under a hard time limit."""
 
-import threading
-import time
-
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from rg_verl.reward.math_verify import gsm8k_reference, last_boxed, math_equal, math_equal_status
-from rg_verl.reward.time_limit import MAX_ANSWER_CHARS, Status
+import rg_verl.reward.math_verify as math_verify_mod
+from rg_verl.reward.math_verify import MAX_ANSWER_CHARS, gsm8k_reference, last_boxed, math_equal, math_equal_status
+from rg_verl.reward.time_limit import Status
+from tests.helpers import within
 
-MARGIN = 3.0
+# a call that has not returned after this long has hung: the time limit is checked by the status a
+# call returns, and the deadline leaves room for a cold start of the worker processes (up to a minute)
+HANG_S = 120
 HALF_FORMS = ["1/2", "0.5", r"\frac{1}{2}", r"\boxed{\dfrac12}"]
 HALF_GOLDS = ["0.5", r"\frac{1}{2}"]
-
-
-def _within(limit, fn, *args, **kwargs):
-    """``fn(*args, **kwargs)`` on a helper thread; fails (rather than hangs) after ``limit`` s."""
-    out = []
-    t = threading.Thread(target=lambda: out.append(fn(*args, **kwargs)), daemon=True)
-    t0 = time.monotonic()
-    t.start()
-    t.join(limit)
-    assert not t.is_alive() and time.monotonic() - t0 < limit, f"{fn.__name__} took over {limit} s"
-    return out[0]
 
 
 @pytest.mark.parametrize("gold", HALF_GOLDS)
@@ -77,22 +67,25 @@ def test_table(answer, gold, expected):
     ],
 )
 def test_hostile_answers_are_cut_off(answer):
-    value, status = _within(1.0 + MARGIN, math_equal_status, answer, "1", timeout=1.0)
+    value, status = within(HANG_S, math_equal_status, answer, "1", timeout=1.0)
     assert value == 0.0 and status in (Status.OK, Status.TIMEOUT)
     assert math_equal("1/2", "0.5") == 1.0  # the pool recovers
 
 
 def test_hostile_gold_is_cut_off_too():
-    assert _within(0.5 + MARGIN, math_equal, "1", r"\boxed{9^{9^{9^{9}}}}", timeout=0.5) == 0.0
+    value, status = within(HANG_S, math_equal_status, "1", r"\boxed{9^{9^{9^{9}}}}", timeout=0.5)
+    assert (value, status) == (0.0, Status.TIMEOUT)
 
 
-def test_oversize_answer_is_rejected_without_parsing():
+def test_oversize_answer_is_rejected_without_parsing(monkeypatch):
+    parsed = []
+    monkeypatch.setattr(math_verify_mod, "call_bounded", lambda *args, **kwargs: parsed.append(args))
     big = "1" * 1_000_000
-    t0 = time.monotonic()
     assert math_equal_status(big, "1") == (0.0, Status.OK)
     assert math_equal_status(r"\boxed{" + big + "}", "1") == (0.0, Status.OK)
-    assert time.monotonic() - t0 < 0.5
     assert math_equal("x" * (MAX_ANSWER_CHARS + 1), "1") == 0.0
+    assert parsed == []  # none of them reached the parser
+    monkeypatch.undo()
     assert math_equal("7", "7", max_chars=1) == 1.0
     assert math_equal("12", "12.0", max_chars=1) == 0.0
 
@@ -176,10 +169,9 @@ def test_last_boxed_never_raises(text):
         "\\boxed " + "9" * 1_000_000,
     ],
 )
-def test_last_boxed_is_linear(text):
-    t0 = time.monotonic()
-    last_boxed(text)
-    assert time.monotonic() - t0 < 1.0
+def test_last_boxed_finishes_on_long_hostile_text(text):
+    # linear scans take milliseconds here; a quadratic one would take hours: a deadline, not a timing
+    within(30, last_boxed, text)
 
 
 # --- gsm8k_reference -------------------------------------------------------------------------

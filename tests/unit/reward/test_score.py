@@ -1,5 +1,7 @@
-"""Tests for rg_verl.reward: answer extraction and scoring."""
+"""Tests for rg_verl.reward.score: compute_score and the reward kwargs it checks."""
 
+import dataclasses
+import inspect
 import logging
 import math
 
@@ -7,139 +9,22 @@ import pytest
 import reasoning_gym
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from omegaconf import OmegaConf
 
 import rg_verl.reward.score as reward_mod
-from rg_verl.reward import compute_score, extract_answer
+from rg_verl.config import RewardConfig
+from rg_verl.reward import compute_score
+from rg_verl.reward.score import reward_config
+from rg_verl.vocab import TAGS
+from tests.helpers import within
 
-TAGS = ["<think>", "</think>", "<answer>", "</answer>"]
+# a scoring call that takes longer than this has hung: scorers are cut off after SCORE_TIMEOUT_S,
+# and the deadline leaves room for a cold start of the worker processes (up to a minute)
+HANG_S = 120
 
-
-# --- extraction ----------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "text, expected",
-    [
-        ("<think>r</think><answer>42</answer>", "42"),
-        ("  \n<think>r</think>\n\n<answer> 42 \n</answer>\n ", "42"),
-        ("<think></think><answer></answer>", ""),
-        ("<think>I may write <answer>1</answer></think><answer>2</answer>", "2"),
-        ("<think>multi\nline</think><answer>a\nb</answer>", "a\nb"),
-    ],
-)
-def test_strict_accepts_well_formed(text, expected):
-    assert extract_answer(text, strict=True) == expected
-    assert extract_answer(text, strict=False) == expected
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        "<answer>42</answer>",  # no think block
-        "preamble <think>r</think><answer>42</answer>",  # text before think
-        "<think>r</think><answer>42</answer> trailing",  # text after answer
-        "<think>r</think> between <answer>42</answer>",  # text between blocks
-        "<think>r</think><answer>1</answer><answer>2</answer>",  # two answers
-        "<think>r</think><think>s</think><answer>2</answer>",  # two thinks
-        "<think><think>r</think></think><answer>2</answer>",  # nested think
-        "<think>r</think><answer><answer>2</answer></answer>",  # nested answer
-        "<think>r<answer>2</answer>",  # unclosed think
-        "<think>r</think><answer>2",  # unclosed answer
-        "<think>r</think>",
-        "",
-        "</answer>",
-    ],
-)
-def test_strict_rejects_malformed(text):
-    assert extract_answer(text, strict=True) is None
-
-
-@pytest.mark.parametrize(
-    "text, expected",
-    [
-        ("The answer is <answer>7</answer>.", "7"),
-        ("<answer>1</answer> then <answer>2</answer> then <answer> 3 </answer>", "3"),
-        ("<answer>1</answer> and an unclosed <answer>2", "1"),
-        ("<answer><answer>x</answer></answer>", "x"),
-        ("<answer>x <answer>y</answer>", "y"),
-        ("<answer>1</answer></answer>", "1"),
-        ("</answer><answer>5</answer>", "5"),
-        ("<ANSWER>5</ANSWER>", None),
-        ("<answer>5", None),
-        ("5</answer>", None),
-        ("</answer><answer>", None),
-        ("no tags at all", None),
-        ("", None),
-    ],
-)
-def test_lenient(text, expected):
-    assert extract_answer(text, strict=False) == expected
-
-
-def test_default_is_lenient():
-    assert extract_answer("x <answer>1</answer>") == "1"
-
-
-def test_non_string_input():
-    assert extract_answer(None, strict=False) is None
-    assert extract_answer(None, strict=True) is None
-
-
-tagless_text = st.text().filter(lambda t: not any(tag in t for tag in TAGS))
-tag_soup = st.lists(st.one_of(st.sampled_from(TAGS + ["<", ">", "/", "answer", "think"]), st.text(max_size=5))).map(
+tag_soup = st.lists(st.one_of(st.sampled_from([*TAGS, "<", ">", "/", "answer", "think"]), st.text(max_size=5))).map(
     "".join
 )
-
-
-@given(tagless_text)
-def test_property_roundtrip(t):
-    text = f"<think>x</think><answer>{t}</answer>"
-    assert extract_answer(text, strict=False) == t.strip()
-    assert extract_answer(text, strict=True) == t.strip()
-
-
-@given(st.one_of(st.text(), tag_soup), st.booleans())
-def test_property_never_raises(text, strict):
-    result = extract_answer(text, strict=strict)
-    assert result is None or (isinstance(result, str) and result in text)
-
-
-@given(st.one_of(st.text(), tag_soup))
-def test_property_strict_implies_lenient(text):
-    strict = extract_answer(text, strict=True)
-    if strict is not None:
-        assert extract_answer(text, strict=False) == strict
-
-
-@given(tagless_text, tagless_text)
-def test_property_last_answer_wins(a, b):
-    assert extract_answer(f"<answer>{a}</answer>{a}<answer>{b}</answer>", strict=False) == b.strip()
-
-
-HOSTILE = [
-    "<answer>" * 12_500,
-    "</answer>" * 11_200,
-    "<think>" * 14_300,
-    "<think>" + "</think>" * 12_500,
-    "<answer><think></answer>" * 4_200,
-    "<think>" + "x" * 100_000 + "</think><answer>" + "<answer>" * 10_000,
-    "<think>" + "<answer>" * 12_500 + "</think><answer>1</answer>",
-    "<think>a</think><answer>" + "<answer" * 14_300 + "</answer>",
-    "<" * 100_000,
-    "<answer>" + " " * 100_000 + "x",
-]
-
-
-@pytest.mark.parametrize("strict", [False, True])
-def test_hostile_long_inputs_finish(strict):
-    def extract_all():
-        for text in HOSTILE:
-            assert len(text) >= 100_000
-            extract_answer(text, strict=strict)
-
-    # Linear scans take milliseconds here; catastrophic backtracking would take minutes: the call
-    # is given a generous deadline, as verl's reward loop would be.
-    _bounded(extract_all, limit_s=30)
 
 
 # --- scoring -------------------------------------------------------------------------------------
@@ -276,21 +161,57 @@ def test_verl_passes_reward_kwargs():
     assert fn(solution_str=f"<think>t</think><answer>{entry['answer']}</answer>", **kwargs)["score"] == 1.0
 
 
+# --- the reward kwargs ---------------------------------------------------------------------------
+
+REWARD_KWARGS = [field.name for field in dataclasses.fields(RewardConfig)]
+ITEM = ("reasoning_gym/chain_sum", "<think>t</think><answer>12</answer>", "12", {"entry": {"answer": "12"}})
+
+
+def test_reward_kwargs_take_reward_configs_defaults():
+    """compute_score restates no default that could drift: each reward kwarg is None until given."""
+    parameters = inspect.signature(compute_score).parameters
+    assert {name: parameters[name].default for name in REWARD_KWARGS} == dict.fromkeys(REWARD_KWARGS)
+    assert reward_config() == RewardConfig.from_section({})
+    assert reward_config(mode=None, terms=None) == RewardConfig.from_section({})
+
+
+def test_reward_kwargs_are_checked_once_per_distinct_value(monkeypatch):
+    checked = []
+    real = RewardConfig.from_section
+    monkeypatch.setattr(RewardConfig, "from_section", lambda section, *a, **k: checked.append(section) or real(section))
+    reward_mod._checked.cache_clear()
+    for _ in range(3):
+        assert compute_score(*ITEM, mode="strict", terms={"format": 0.5})["score"] == 1.5
+    assert checked == [{"mode": "strict", "terms": {"format": 0.5}}]
+    compute_score(*ITEM, mode="lenient")
+    assert len(checked) == 2
+
+
+def test_reward_kwargs_as_verl_passes_them():
+    """verl hands the YAML's nested values over as OmegaConf nodes; the evaluator passes tuples."""
+    terms = OmegaConf.create({"terms": {"format": 0.5}}).terms
+    assert compute_score(*ITEM, terms=terms)["term/format"] == 1.0
+    datasets = OmegaConf.create({"math_datasets": ["chain_sum"]}).math_datasets
+    for math_datasets in (datasets, ("chain_sum",), ["chain_sum"]):
+        assert compute_score(*ITEM, math_datasets=math_datasets)["score"] == 1.0
+
+
+def test_a_cached_check_keeps_equal_values_of_other_types_apart():
+    """``True == 1`` in Python, but a bool weight is an error: a cached 1 must not let True through."""
+    assert compute_score(*ITEM, terms={"format": 1})["term/format"] == 1.0
+    with pytest.raises(ValueError, match="finite number"):
+        compute_score(*ITEM, terms={"format": True})
+    with pytest.raises(ValueError, match="finite number"):  # unhashable: checked, not cached
+        compute_score(*ITEM, terms={"format": {0.5}})
+
+
 # --- hostile answers, threads and time bounds ---------------------------------------------------
-
-
-def _bounded(fn, *args, limit_s=10, **kwargs):
-    """Run ``fn`` on another thread, as verl's reward loop does, failing if it takes over ``limit_s``."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(fn, *args, **kwargs).result(timeout=limit_s)
 
 
 @pytest.mark.parametrize("name", ["intermediate_integration", "polynomial_multiplication"])
 def test_python_power_tower_is_cut_off(name):
     entry = _entry(name)
-    result = _bounded(_score, name, entry, "<answer>9**9**9**9</answer>")
+    result = within(HANG_S, _score, name, entry, "<answer>9**9**9**9</answer>")
     assert result["score"] == 0.0 and result["scoring_failed"] == 1.0
 
 
@@ -303,7 +224,7 @@ def test_python_power_tower_is_cut_off(name):
         "eval(chr(49))",
     ],
 )
-def test_sympy_parsed_scorers_never_see_code(answer, tmp_path, monkeypatch):
+def test_sympy_parsed_scorers_never_see_code(answer, monkeypatch):
     called = []
     monkeypatch.setattr(reward_mod, "call_bounded", lambda *args, **kwargs: called.append(args))
     entry = _entry("polynomial_multiplication")
@@ -315,7 +236,8 @@ def test_sympy_parsed_scorers_never_see_code(answer, tmp_path, monkeypatch):
 def test_math_datasets_use_math_verify_from_threads():
     entry = {"question": "q", "answer": "0.5", "metadata": {}}
     for answer, expected in [("1/2", 1.0), ("\\frac{1}{2}", 1.0), ("\\boxed{\\dfrac12}", 1.0), ("0.6", 0.0)]:
-        result = _bounded(
+        result = within(
+            HANG_S,
             compute_score,
             "reasoning_gym/basic_arithmetic",
             f"<answer>{answer}</answer>",
@@ -324,7 +246,8 @@ def test_math_datasets_use_math_verify_from_threads():
             math_datasets=["basic_arithmetic"],
         )
         assert result["score"] == expected, answer
-    hostile = _bounded(
+    hostile = within(
+        HANG_S,
         compute_score,
         "reasoning_gym/basic_arithmetic",
         "<answer>\\boxed{9^{9^{9^{9}}}}</answer>",
@@ -358,5 +281,5 @@ def test_reward_works_inside_an_event_loop():
 def test_property_any_answer_scores_in_range_within_bounds(name, body, repeat):
     entry = _entry(name)
     text = f"<think>t</think><answer>{body * (repeat + 1)}</answer>"
-    result = _bounded(_score, name, entry, text)
+    result = within(HANG_S, _score, name, entry, text)
     assert 0.0 <= result["score"] <= 1.0
