@@ -20,7 +20,7 @@ from pathlib import Path
 
 from rg_verl.evaluation.backends import BACKENDS, Sampling
 from rg_verl.evaluation.config import parse_config
-from rg_verl.evaluation.items import build_plans, prompt_messages
+from rg_verl.evaluation.items import eval_datasets, prompt_messages
 
 __all__ = ["compare_batching", "main"]
 
@@ -62,8 +62,8 @@ def compare_batching(
         ``one_at_a_time_s``, ``batched_s``, ``speedup`` (the ratio), and tokens per second of each.
     """
     config = _config(model_path, backend, batch_size, num_prompts, device)
-    plan = build_plans(config)[0]
-    prompts = [prompt_messages(plan.dataset[i], config) for i in range(len(plan))]
+    (dataset,) = eval_datasets(config)
+    prompts = [prompt_messages(dataset[i], config) for i in range(len(dataset))]
     sampling = Sampling(max_tokens=max_tokens, temperature=0.0, top_p=1.0)
     engine = BACKENDS[backend](config)
     try:

@@ -7,11 +7,15 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from rg_verl.config import ConfigError
-from rg_verl.evaluation.config import BACKEND_NAMES, load_config
+from rg_verl.evaluation.backends import BACKENDS
+from rg_verl.evaluation.config import load_config
 from rg_verl.evaluation.runner import evaluate
+from rg_verl.schema import ConfigError
 
 logger = logging.getLogger(__name__)
+
+# the options that replace the config's field of the same name (category: keep only that category)
+OVERRIDES = ("output_dir", "model_path", "backend", "run_name", "batch_size", "device", "category")
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -23,7 +27,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--resume", action="store_true", help="finish the latest (or --run-name) run, skipping finished items"
     )
     parser.add_argument("--model-path", help="replaces the config's model_path (e.g. a converted checkpoint)")
-    parser.add_argument("--backend", choices=BACKEND_NAMES, help="replaces the config's backend")
+    parser.add_argument("--backend", choices=list(BACKENDS), help="replaces the config's backend")
     parser.add_argument("--run-name", help="the run folder's name under output_dir")
     parser.add_argument("--batch-size", type=int, help="replaces the config's batch_size (hf backend)")
     parser.add_argument("--device", help="replaces the config's device (hf backend), e.g. cpu or cuda:0")
@@ -38,16 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
     )
     try:
-        config = load_config(
-            args.config,
-            output_dir=args.output_dir,
-            model_path=args.model_path,
-            backend=args.backend,
-            run_name=args.run_name,
-            batch_size=args.batch_size,
-            device=args.device,
-            category=args.category,
-        )
+        config = load_config(args.config, **{name: getattr(args, name) for name in OVERRIDES})
         run_dir = evaluate(config, resume=args.resume)
     except ConfigError as error:
         print(f"config error: {error}", file=sys.stderr)

@@ -12,259 +12,184 @@ they are (``dtype`` and every field they lack has a default). A minimal file::
             seed: 42
             params: {min_terms: 2}
 
-Values may use OmegaConf interpolation, e.g. ``${oc.env:MY_MODEL,/default/path}``. Every error is a
-:class:`rg_verl.config.ConfigError` naming the file, the field, the bad value and the fix.
+Values may use OmegaConf interpolation, e.g. ``${oc.env:MY_MODEL,/default/path}``. Each field is
+declared once, with its default, help and limits (:func:`rg_verl.schema.option`), and parsed by
+:func:`rg_verl.schema.parse_section`; every error is a :class:`rg_verl.schema.ConfigError` naming the
+file, the field, the bad value and the fix.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import importlib.util
 import math
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from reasoning_gym.factory import DATASETS
 from reasoning_gym.utils import SYSTEM_PROMPTS
 
-from rg_verl.config import MODES, ConfigError, ReasoningGymConfig, check_keys, check_model_path, dataset_name_error
+from rg_verl.config import ReasoningGymConfig, check_model_path, dataset_name_error
+from rg_verl.evaluation.backends import BACKENDS
 from rg_verl.evaluation.metrics import default_k_values
+from rg_verl.schema import ConfigError, option, parse_section
+from rg_verl.vocab import MAX_SEED, MODES, system_prompt
 
 __all__ = ["DatasetEntry", "CategoryEntry", "EvalConfig", "load_config", "parse_config", "check_runtime"]
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 ROLES = ("system", "developer", "user")
-BACKEND_NAMES = ("vllm", "hf", "openai")  # the keys of rg_verl.evaluation.backends.BACKENDS
-_WORD = re.compile(r"^\w+$")
-# item seeds: rg_verl.data.dataset derives the eval split's seeds from a base seed below 10**9
-MAX_SEED = 10**9 - 1
 MAX_SIZE = 10**7
+_WORD = re.compile(r"^\w+$")
+_URL = re.compile(r"^https?://")
+
+
+# ---- values no type check covers
+
+
+def _text(where: str, value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{where}: {value!r} is not a non-empty string; set one")
+    return value
+
+
+def _maybe_text(where: str, value: Any) -> str | None:
+    return None if value is None else _text(where, value)
+
+
+def _above_zero(where: str, value: Any, high: float) -> float:
+    """A number in ``(0, high]`` (``option``'s limits are closed: 0 itself must fail here)."""
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or not 0 < value <= high:
+        raise ConfigError(f"{where}: {value!r} is not a number in (0, {high}]; set one")
+    return float(value)
+
+
+def _dataset_names(where: str, value: Any) -> list[str]:
+    if not isinstance(value, list):
+        raise ConfigError(f"{where}: {value!r} is not a list of dataset names")
+    for i, name in enumerate(value):
+        if name not in DATASETS:
+            raise dataset_name_error(f"{where}[{i}]", str(name))
+    return list(value)
+
+
+def _run_name(where: str, value: Any) -> str | None:
+    name = _maybe_text(where, value)
+    if name is not None and ("/" in name or name in (".", "..")):
+        raise ConfigError(f"{where}: {name!r} must be a plain folder name, without '/'")
+    return name
+
+
+def _parse(cls: type, data: Any, where: str, shape: str, skip: tuple[str, ...] = ()) -> Any:
+    """``parse_section`` for one entry of this file, which has required fields and may leave some blank.
+
+    A key in ``cls.NULL_MEANS_DEFAULT`` set to null (a blank YAML value) takes its default, as in
+    reasoning-gym's files; a required key that is absent goes to its parser as None, and the parser says
+    what it needs.
+    """
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where or 'config'}: expected {shape}, got {data!r}")
+    blank = getattr(cls, "NULL_MEANS_DEFAULT", ())
+    values = {key: value for key, value in data.items() if value is not None or key not in blank}
+    for f in dataclasses.fields(cls):
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            values.setdefault(f.name, None)
+    return parse_section(cls, values, where, skip=skip)
+
+
+# ---- the declarations
 
 
 @dataclass
 class DatasetEntry:
     """One dataset to evaluate.
 
-    Args:
-        dataset: a reasoning-gym dataset name (a key of ``reasoning_gym.factory.DATASETS``), or any
-            name for a dataset read from a file (with ``source``).
-        size: how many items.
-        seed: base seed; items come from the evaluation seed space that ``rg_verl.data.dataset`` derives
-            from it, disjoint from the training and validation items of the same seed.
-        params: keyword arguments of the dataset's reasoning-gym config class (not ``size``/``seed``);
-            for a file dataset, its filters (MATH: ``min_level``, ``max_level``, ``types``).
-        source: for GSM8K or MATH read from a file, ``{format, eval}`` as in a training config's
-            ``source`` (``rg_verl.data.files``); its rows are evaluated once each, in the order ``seed``
-            shuffles them to, at most ``size`` of them.
+    A file dataset's rows (GSM8K, MATH: ``source``) are evaluated once each, in the order ``seed``
+    shuffles them to, at most ``size`` of them.
     """
 
-    dataset: str
-    size: int = 100
-    seed: int = 42
-    params: dict = field(default_factory=dict)
-    source: dict | None = None
+    NULL_MEANS_DEFAULT: ClassVar[tuple[str, ...]] = ("size", "seed", "params")
+
+    dataset: str = option(
+        help="a reasoning-gym dataset (a key of reasoning_gym.factory.DATASETS), or any name with a source",
+        parse=_text,
+    )
+    size: int = option(100, "how many items", low=1, high=MAX_SIZE)
+    seed: int = option(
+        42, "base seed of the evaluation seed space, disjoint from training's and validation's", low=0, high=MAX_SEED
+    )
+    params: dict = option(
+        {}, "the dataset's reasoning-gym config (not size or seed); a file dataset's filters (MATH: levels, types)"
+    )
+    source: dict | None = option(None, "a file dataset's {format, eval: <file>}, as in a training mix (see Math)")
 
     def mix_spec(self) -> dict:
         """This entry as a one-dataset mix entry of ``reasoning_gym.datasets``."""
         spec = {"weight": 1, "config": self.params}
         return {**spec, "source": self.source} if self.source is not None else spec
 
+    def validate(self, where: str) -> None:
+        if self.source is None and self.dataset not in DATASETS:
+            raise dataset_name_error(f"{where}.dataset", self.dataset)
+        for reserved in ("size", "seed"):
+            if reserved in self.params:
+                raise ConfigError(f"{where}.params.{reserved}: set {reserved} next to params, not inside it")
+        self._check_as_training_does(where)
+
+    def _check_as_training_does(self, where: str) -> None:
+        """The entry as a training config's eval split: reasoning-gym checks the params, the data layer the file.
+
+        Errors name the fields as this file spells them (``categories[0].datasets[1].params``).
+        """
+        from rg_verl.data.files import check_sources
+
+        section = {"datasets": {self.dataset: self.mix_spec()}, "seed": self.seed, "eval_size": self.size}
+        try:
+            settings = ReasoningGymConfig.from_section(section, where=where)
+            if self.source is not None:
+                check_sources(settings, splits=("eval",), where=where)
+        except ConfigError as error:
+            prefix = f"{where}.datasets.{self.dataset}"
+            message = str(error).replace(f"{prefix}.config", f"{where}.params").replace(prefix, where)
+            raise ConfigError(message) from None
+
+
+def _datasets(where: str, value: Any) -> list[DatasetEntry]:
+    if not isinstance(value, list) or not value:
+        raise ConfigError(f"{where}: needs a list of {{dataset, size, seed, params}}; add at least one")
+    shape = "{dataset, size, seed, params}"
+    return [_parse(DatasetEntry, data, f"{where}[{j}]", shape) for j, data in enumerate(value)]
+
 
 @dataclass
 class CategoryEntry:
-    """A named group of datasets; the name is a label for reports (it need not be reasoning-gym's).
+    """A named group of datasets."""
 
-    Args:
-        category: the label.
-        datasets: the :class:`DatasetEntry` list.
-    """
-
-    category: str
-    datasets: list[DatasetEntry]
+    category: str = option(help="a label for reports (it need not be reasoning-gym's category)", parse=_text)
+    datasets: list[DatasetEntry] = option(help="the datasets to evaluate under this label", parse=_datasets)
 
 
-@dataclass
-class EvalConfig:
-    """An evaluation run.
-
-    Args:
-        model_path: local Hugging Face model folder or hub id; for ``openai``, the served model name
-            unless ``served_model_name`` is set.
-        categories: the :class:`CategoryEntry` list.
-        max_tokens: response budget in tokens.
-        temperature: sampling temperature; 0 is greedy.
-        top_p: nucleus sampling mass, in (0, 1].
-        dtype: weights dtype for local backends: auto, float32, bfloat16 or float16.
-        developer_prompt: a key of reasoning-gym's ``SYSTEM_PROMPTS`` (e.g. ``default``, ``DeepSeekZero``)
-            or literal text; none: no system message.
-        developer_role: the role of that message: system, developer or user.
-        eval_repeats: completions sampled per item (the ``n`` of pass@k).
-        output_dir: runs go to ``output_dir/<run name>/``.
-        save_metadata: write the run's metadata into results.json.
-        save_full_results: write every item's completions into results.json (items.jsonl always has them).
-        backend: vllm, hf or openai; default vllm when it is importable, else hf.
-        base_url: the OpenAI-compatible server, e.g. ``http://localhost:8000/v1`` (``openai`` only).
-        api_key_env: name of the environment variable holding the API key (``openai``); default: use
-            ``OPENAI_API_KEY`` if it is set, else send no key.
-        served_model_name: the ``model`` field of requests (``openai``); default ``model_path``.
-        k_values: the k of pass@k, mean@k and maj@k, each in [1, eval_repeats]; default 1, 2, 4, ...
-            and eval_repeats.
-        scoring_mode: the extraction that gives ``score`` and ``accuracy``: lenient (the last
-            ``<answer>`` block) or strict (exactly ``<think>…</think><answer>…</answer>``); both
-            accuracies are always reported.
-        math_datasets: datasets scored by math-verify's equivalence (as in the reward).
-        batch_size: prompts per ``generate`` call of the ``hf`` backend (each with eval_repeats rows).
-        concurrency: requests in flight at once (``openai``).
-        max_retries: retries of a failed request (``openai``; connection errors, 429 and 5xx).
-        retry_backoff: seconds before the first retry; doubled for each next one (``openai``).
-        request_timeout: seconds one request may take (``openai``).
-        save_every: prompts generated between two saves of results; 0 is the backend's default
-            (vllm: everything in one call; hf: batch_size; openai: 4 x concurrency).
-        device: ``hf`` only: auto (cuda when available, else cpu), cpu, cuda, cuda:1, ...
-        engine_kwargs: extra keyword arguments for ``vllm.LLM`` or ``from_pretrained`` (hf).
-        run_name: the run folder's name; default ``<config file stem>_<timestamp>``.
-        name: the config file's stem (set by :func:`load_config`).
-    """
-
-    model_path: str
-    categories: list[CategoryEntry]
-    max_tokens: int = 2048
-    temperature: float = 0.6
-    top_p: float = 0.9
-    dtype: str = "auto"
-    developer_prompt: str | None = None
-    developer_role: str = "system"
-    eval_repeats: int = 1
-    output_dir: str = "results"
-    save_metadata: bool = True
-    save_full_results: bool = True
-    backend: str | None = None
-    base_url: str | None = None
-    api_key_env: str | None = None
-    served_model_name: str | None = None
-    k_values: list[int] | None = None
-    scoring_mode: str = "lenient"
-    math_datasets: list[str] = field(default_factory=list)
-    batch_size: int = 8
-    concurrency: int = 8
-    max_retries: int = 4
-    retry_backoff: float = 1.0
-    request_timeout: float = 600.0
-    save_every: int = 0
-    device: str = "auto"
-    engine_kwargs: dict = field(default_factory=dict)
-    run_name: str | None = None
-    name: str = "eval"
-
-    @property
-    def system_prompt(self) -> str | None:
-        """The developer prompt's text (a ``SYSTEM_PROMPTS`` key resolved), or None."""
-        if not self.developer_prompt:
-            return None
-        return SYSTEM_PROMPTS.get(self.developer_prompt, self.developer_prompt)
-
-
-def _fail(where: str, message: str) -> ConfigError:
-    return ConfigError(f"{where}: {message}")
-
-
-def _int(where: str, value: Any, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise _fail(where, f"{value!r} is not an integer in [{low}, {high}]; set one")
-    return value
-
-
-def _float(where: str, value: Any, low: float, high: float, low_open: bool = False) -> float:
-    ok = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
-    if not ok or not (low < value if low_open else low <= value) or value > high:
-        interval = f"{'(' if low_open else '['}{low}, {high}]"
-        raise _fail(where, f"{value!r} is not a number in {interval}; set one")
-    return float(value)
-
-
-def _str(where: str, value: Any, optional: bool = False) -> str | None:
-    if value is None and optional:
-        return None
-    if not isinstance(value, str) or not value:
-        raise _fail(where, f"{value!r} is not a non-empty string; set one")
-    return value
-
-
-def _bool(where: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise _fail(where, f"{value!r} is not true or false; set one")
-    return value
-
-
-def _choice(where: str, value: Any, choices: tuple[str, ...]) -> str:
-    if value not in choices:
-        raise _fail(where, f"{value!r} is not valid; set one of {', '.join(choices)}")
-    return value
-
-
-def _dataset(where: str, data: Any) -> DatasetEntry:
-    if not isinstance(data, dict):
-        raise _fail(where, f"expected {{dataset, size, seed, params}}, got {data!r}")
-    check_keys(where, data, DatasetEntry)
-    name = data.get("dataset")
-    source = data.get("source")
-    if not isinstance(name, str) or (name not in DATASETS and source is None):
-        if not isinstance(name, str):
-            raise _fail(f"{where}.dataset", f"{name!r} is not a dataset name; set a reasoning-gym dataset")
-        raise dataset_name_error(f"{where}.dataset", name)
-    size = data.get("size")
-    seed = data.get("seed")
-    entry = DatasetEntry(
-        dataset=name,
-        size=DatasetEntry.size if size is None else _int(f"{where}.size", size, 1, MAX_SIZE),
-        seed=DatasetEntry.seed if seed is None else _int(f"{where}.seed", seed, 0, MAX_SEED),
-        params=data.get("params") or {},
-        source=source,
-    )
-    if not isinstance(entry.params, dict):
-        raise _fail(f"{where}.params", f"{entry.params!r} is not a mapping; set {{field: value}} or leave it out")
-    for reserved in ("size", "seed"):
-        if reserved in entry.params:
-            raise _fail(f"{where}.params.{reserved}", f"set {reserved} next to params, not inside it")
-    # reasoning-gym checks the params (its config class's validate()), as rg_verl.data.dataset will
-    section = {"datasets": {name: entry.mix_spec()}, "seed": entry.seed, "eval_size": entry.size}
-    try:
-        ReasoningGymConfig.from_section(section, where=where, splits=("eval",))
-    except ConfigError as error:  # name the fields as this file spells them
-        prefix = f"{where}.datasets.{name}"
-        message = str(error).replace(f"{prefix}.config", f"{where}.params").replace(prefix, where)
-        raise ConfigError(message) from None
-    return entry
-
-
-def _categories(value: Any) -> list[CategoryEntry]:
+def _categories(where: str, value: Any) -> list[CategoryEntry]:
     if not isinstance(value, list) or not value:
-        raise _fail("categories", "needs a list of {category, datasets}; add at least one")
-    categories, seen = [], set()
-    for i, data in enumerate(value):
-        where = f"categories[{i}]"
-        if not isinstance(data, dict):
-            raise _fail(where, f"expected {{category, datasets}}, got {data!r}")
-        check_keys(where, data, CategoryEntry)
-        label = _str(f"{where}.category", data.get("category"))
-        datasets = data.get("datasets")
-        if not isinstance(datasets, list) or not datasets:
-            raise _fail(f"{where}.datasets", "needs a list of {dataset, size, seed, params}; add at least one")
-        entries = [_dataset(f"{where}.datasets[{j}]", d) for j, d in enumerate(datasets)]
-        for j, entry in enumerate(entries):
-            if (label, entry.dataset) in seen:
-                raise _fail(
-                    f"{where}.datasets[{j}]",
-                    f"{entry.dataset!r} appears twice in category {label!r}; results are keyed by "
-                    "(category, dataset), so put the second one in another category",
+        raise ConfigError(f"{where}: needs a list of {{category, datasets}}; add at least one")
+    categories = [_parse(CategoryEntry, data, f"{where}[{i}]", "{category, datasets}") for i, data in enumerate(value)]
+    seen = set()
+    for i, category in enumerate(categories):
+        for j, entry in enumerate(category.datasets):
+            if (category.category, entry.dataset) in seen:
+                raise ConfigError(
+                    f"{where}[{i}].datasets[{j}]: {entry.dataset!r} appears twice in category {category.category!r}; "
+                    "results are keyed by (category, dataset), so put the second one in another category"
                 )
-            seen.add((label, entry.dataset))
-        categories.append(CategoryEntry(category=label, datasets=entries))
+            seen.add((category.category, entry.dataset))
     return categories
 
 
@@ -273,82 +198,110 @@ def default_backend() -> str:
     return "vllm" if importlib.util.find_spec("vllm") is not None else "hf"
 
 
+@dataclass
+class EvalConfig:
+    """An evaluation run: the model, the datasets, sampling, scoring, the backend and where results go.
+
+    ``name`` is not a YAML key: :func:`load_config` sets it to the config file's stem.
+    """
+
+    NULL_MEANS_DEFAULT: ClassVar[tuple[str, ...]] = ("dtype", "developer_role", "math_datasets", "engine_kwargs")
+
+    model_path: str = option(
+        help="local model folder or hub id; for openai, the served model name unless served_model_name is set",
+        parse=_text,
+        doc_default="required",
+    )
+    categories: list[CategoryEntry] = option(
+        help="[{category, datasets: [{dataset, size, seed, params}]}]", parse=_categories, doc_default="required"
+    )
+    max_tokens: int = option(2048, "response budget in tokens", low=1, high=10**7)
+    temperature: float = option(0.6, "sampling temperature; 0 is greedy", low=0.0, high=100.0)
+    top_p: float = option(0.9, "nucleus sampling mass, in (0, 1]", parse=partial(_above_zero, high=1.0))
+    dtype: str = option("auto", "weights dtype of the local backends", choices=DTYPES, noun="dtype")
+    developer_prompt: str | None = option(
+        None, "a key of reasoning-gym's SYSTEM_PROMPTS or literal text; none: no system message", parse=_maybe_text
+    )
+    developer_role: str = option("system", "the role of the developer prompt's message", choices=ROLES, noun="role")
+    eval_repeats: int = option(1, "completions sampled per item (the n of pass@k)", low=1, high=10**4)
+    output_dir: str = option("results", "runs go to output_dir/<run name>/", parse=_text)
+    save_metadata: bool = option(True, "write the run's metadata into results.json")
+    save_full_results: bool = option(True, "write every item's completions into results.json")
+    backend: str | None = option(
+        None, "vllm, hf or openai", choices=tuple(BACKENDS), noun="backend", doc_default="vllm if importable, else hf"
+    )
+    base_url: str | None = option(
+        None, "the OpenAI-compatible server (openai), e.g. http://localhost:8000/v1", parse=_maybe_text
+    )
+    api_key_env: str | None = option(
+        None, "environment variable holding the API key; none: OPENAI_API_KEY if set, else no key", parse=_maybe_text
+    )
+    served_model_name: str | None = option(
+        None, "the model field of openai requests", parse=_maybe_text, doc_default="model_path"
+    )
+    k_values: list[int] | None = option(
+        None, "the k of pass@k, mean@k and maj@k, each in [1, eval_repeats]", doc_default="1, 2, 4, …, eval_repeats"
+    )
+    scoring_mode: str = option("lenient", "the extraction behind score and accuracy", choices=MODES, noun="mode")
+    math_datasets: list[str] = option([], "datasets scored by math-verify's equivalence", parse=_dataset_names)
+    batch_size: int = option(8, "prompts per generate call of the hf backend", low=1, high=10**6)
+    concurrency: int = option(8, "openai requests in flight at once", low=1, high=10**4)
+    max_retries: int = option(4, "retries of a failed openai request (connection errors, 429, 5xx)", low=0, high=100)
+    retry_backoff: float = option(1.0, "seconds before the first retry, doubled for each next", low=0.0, high=3600.0)
+    request_timeout: float = option(600.0, "seconds one openai request may take", parse=partial(_above_zero, high=1e6))
+    save_every: int = option(0, "prompts between two saves of results; 0: the backend's default", low=0, high=10**9)
+    device: str = option("auto", "hf only: auto (cuda if available, else cpu), cpu, cuda, cuda:1, ...", parse=_text)
+    engine_kwargs: dict = option({}, "extra keyword arguments of vllm.LLM or from_pretrained (hf)")
+    run_name: str | None = option(None, "the run folder's name", parse=_run_name, doc_default="<config>_<timestamp>")
+    name: str = option("eval", "the config file's stem (set by load_config, not a YAML key)")
+
+    @property
+    def system_prompt(self) -> str | None:
+        """The developer prompt's text (a ``SYSTEM_PROMPTS`` key resolved), or None."""
+        return system_prompt(self.developer_prompt)
+
+    def validate(self, where: str) -> None:
+        """Cross-field checks; fills ``backend`` and ``k_values`` where the file leaves them out."""
+        prompt = self.developer_prompt
+        if prompt is not None and _WORD.match(prompt) and prompt not in SYSTEM_PROMPTS:
+            close = difflib.get_close_matches(prompt, list(SYSTEM_PROMPTS), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(
+                f"developer_prompt: {prompt!r} is not a key of reasoning-gym's SYSTEM_PROMPTS{hint}; valid keys: "
+                f"{', '.join(SYSTEM_PROMPTS)} (literal prompt text must be more than one word)"
+            )
+        self.backend = self.backend or default_backend()
+        self.k_values = self._checked_k_values()
+        if self.backend == "openai":
+            if not self.base_url:
+                raise ConfigError(
+                    "base_url: the openai backend needs the server's URL; set e.g. http://localhost:8000/v1"
+                )
+            if not _URL.match(self.base_url):
+                raise ConfigError(
+                    f"base_url: {self.base_url!r} is not an http(s) URL; set e.g. http://localhost:8000/v1"
+                )
+
+    def _checked_k_values(self) -> list[int]:
+        repeats = self.eval_repeats
+        if self.k_values is None:
+            return default_k_values(repeats)
+        if not self.k_values:
+            raise ConfigError(f"k_values: {self.k_values!r} is not a list of integers; set e.g. [1, {repeats}]")
+        for i, k in enumerate(self.k_values):
+            if not 1 <= k <= repeats:
+                raise ConfigError(f"k_values[{i}]: {k!r} is not an integer in [1, {repeats}]; set one")
+        return sorted(set(self.k_values))
+
+
 def parse_config(data: Any, name: str = "eval") -> EvalConfig:
     """Builds and validates an :class:`EvalConfig` from a plain dict (a parsed YAML file).
 
     Raises:
         ConfigError: On the first bad field.
     """
-    if not isinstance(data, dict):
-        raise _fail("config", f"expected a mapping of fields, got {type(data).__name__}")
-    check_keys("", data, EvalConfig, skip=("name",))
-    d = EvalConfig  # defaults
-    get = data.get
-    repeats = _int("eval_repeats", get("eval_repeats", d.eval_repeats), 1, 10**4)
-    prompt = _str("developer_prompt", get("developer_prompt"), optional=True)
-    if prompt is not None and _WORD.match(prompt) and prompt not in SYSTEM_PROMPTS:
-        close = difflib.get_close_matches(prompt, list(SYSTEM_PROMPTS), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise _fail(
-            "developer_prompt",
-            f"{prompt!r} is not a key of reasoning-gym's SYSTEM_PROMPTS{hint}; valid keys: "
-            f"{', '.join(SYSTEM_PROMPTS)} (literal prompt text must be more than one word)",
-        )
-    backend = get("backend") or default_backend()
-    _choice("backend", backend, BACKEND_NAMES)
-    k_values = get("k_values")
-    if k_values is None:
-        k_values = default_k_values(repeats)
-    if not isinstance(k_values, list) or not k_values:
-        raise _fail("k_values", f"{k_values!r} is not a list of integers; set e.g. [1, {repeats}]")
-    k_values = sorted({_int(f"k_values[{i}]", k, 1, repeats) for i, k in enumerate(k_values)})
-    math_datasets = get("math_datasets") or []
-    if not isinstance(math_datasets, list):
-        raise _fail("math_datasets", f"{math_datasets!r} is not a list of dataset names")
-    for i, ds in enumerate(math_datasets):
-        if ds not in DATASETS:
-            raise dataset_name_error(f"math_datasets[{i}]", str(ds))
-    engine_kwargs = get("engine_kwargs") or {}
-    if not isinstance(engine_kwargs, dict):
-        raise _fail("engine_kwargs", f"{engine_kwargs!r} is not a mapping")
-    config = EvalConfig(
-        model_path=_str("model_path", get("model_path")),
-        categories=_categories(get("categories")),
-        max_tokens=_int("max_tokens", get("max_tokens", d.max_tokens), 1, 10**7),
-        temperature=_float("temperature", get("temperature", d.temperature), 0.0, 100.0),
-        top_p=_float("top_p", get("top_p", d.top_p), 0.0, 1.0, low_open=True),
-        dtype=_choice("dtype", get("dtype") or d.dtype, DTYPES),
-        developer_prompt=prompt,
-        developer_role=_choice("developer_role", get("developer_role") or d.developer_role, ROLES),
-        eval_repeats=repeats,
-        output_dir=_str("output_dir", get("output_dir", d.output_dir)),
-        save_metadata=_bool("save_metadata", get("save_metadata", d.save_metadata)),
-        save_full_results=_bool("save_full_results", get("save_full_results", d.save_full_results)),
-        backend=backend,
-        base_url=_str("base_url", get("base_url"), optional=True),
-        api_key_env=_str("api_key_env", get("api_key_env"), optional=True),
-        served_model_name=_str("served_model_name", get("served_model_name"), optional=True),
-        k_values=k_values,
-        scoring_mode=_choice("scoring_mode", get("scoring_mode", d.scoring_mode), MODES),
-        math_datasets=list(math_datasets),
-        batch_size=_int("batch_size", get("batch_size", d.batch_size), 1, 10**6),
-        concurrency=_int("concurrency", get("concurrency", d.concurrency), 1, 10**4),
-        max_retries=_int("max_retries", get("max_retries", d.max_retries), 0, 100),
-        retry_backoff=_float("retry_backoff", get("retry_backoff", d.retry_backoff), 0.0, 3600.0),
-        request_timeout=_float("request_timeout", get("request_timeout", d.request_timeout), 0.0, 10**6, True),
-        save_every=_int("save_every", get("save_every", d.save_every), 0, 10**9),
-        device=_str("device", get("device", d.device)),
-        engine_kwargs=dict(engine_kwargs),
-        run_name=_str("run_name", get("run_name"), optional=True),
-        name=name,
-    )
-    if config.run_name is not None and ("/" in config.run_name or config.run_name in (".", "..")):
-        raise _fail("run_name", f"{config.run_name!r} must be a plain folder name, without '/'")
-    if config.backend == "openai":
-        if not config.base_url:
-            raise _fail("base_url", "the openai backend needs the server's URL; set e.g. http://localhost:8000/v1")
-        if not re.match(r"^https?://", config.base_url):
-            raise _fail("base_url", f"{config.base_url!r} is not an http(s) URL; set e.g. http://localhost:8000/v1")
+    config = _parse(EvalConfig, data, "", "a mapping of fields", skip=("name",))
+    config.name = name
     return config
 
 

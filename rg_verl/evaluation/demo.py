@@ -24,12 +24,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TextIO
 
-Messages = list[dict[str, str]]
+from rg_verl.vocab import MAX_SEED, THINK_CLOSE, THINK_OPEN, Messages, chat_messages, system_prompt
+
 Generate = Callable[[Messages], str]
 
-EVAL_SPLIT = "reasoning_gym://eval"
-# items per dataset the demo can draw (indexes 0 .. ITEMS - 1); nothing is generated ahead
-ITEMS = 100_000
+# items per dataset the demo can draw (indexes 0 .. ITEMS_PER_DATASET - 1); nothing is generated ahead
+ITEMS_PER_DATASET = 100_000
 DEFAULT_SEED = 42  # the evaluation configs' default item seed
 HELP = """\
 commands:
@@ -50,24 +50,20 @@ def split_response(text: str) -> tuple[str | None, str | None]:
     from rg_verl.reward import extract_answer
 
     think = None
-    close = text.find("</think>")
+    close = text.find(THINK_CLOSE)
     if close >= 0:
-        open_ = text.rfind("<think>", 0, close)
-        think = text[open_ + len("<think>") if open_ >= 0 else 0 : close].strip()
+        open_ = text.rfind(THINK_OPEN, 0, close)
+        think = text[open_ + len(THINK_OPEN) if open_ >= 0 else 0 : close].strip()
     return think, extract_answer(text)
 
 
 class Demo:
     """The state of one session: the system prompt, the item seed, the datasets drawn from and their next items."""
 
-    def __init__(
-        self, out: TextIO, generate: Generate, system_prompt: str | None = "default", seed: int = DEFAULT_SEED
-    ):
-        from reasoning_gym.utils import SYSTEM_PROMPTS
-
+    def __init__(self, out: TextIO, generate: Generate, prompt: str | None = "default", seed: int = DEFAULT_SEED):
         self.out = out
         self.generate = generate
-        self.system_prompt = SYSTEM_PROMPTS.get(system_prompt, system_prompt) if system_prompt else None
+        self.system_prompt = system_prompt(prompt)
         self.seed = seed
         self.datasets: dict = {}
         self.next_index: dict[str, int] = {}
@@ -78,20 +74,14 @@ class Demo:
     def dataset(self, name: str):
         """The evaluation split of one reasoning-gym dataset, as ``rg_verl.evaluation.items`` builds it."""
         if name not in self.datasets:
-            from omegaconf import OmegaConf
+            from rg_verl.evaluation.items import eval_split
 
-            from rg_verl.data.dataset import ReasoningGymDataset
-
-            section = {"datasets": {name: {"weight": 1}}, "seed": self.seed, "eval_size": ITEMS, "system_prompt": ""}
-            config = OmegaConf.create({"reasoning_gym": section})
-            self.datasets[name] = ReasoningGymDataset(EVAL_SPLIT, tokenizer=None, config=config)
+            self.datasets[name] = eval_split({name: {"weight": 1}}, self.seed, ITEMS_PER_DATASET)
         return self.datasets[name]
 
     def ask(self, question: str, label: str, item: dict | None = None) -> None:
         """Generates a response to ``question`` and shows it; scores it when it answers a dataset ``item``."""
-        messages = [{"role": "user", "content": question}]
-        if self.system_prompt:
-            messages.insert(0, {"role": "system", "content": self.system_prompt})
+        messages = chat_messages(self.system_prompt, question)
         self.say(f"=== {label}\n{_printable(question)}")
         try:
             response = self.generate(messages)
@@ -171,7 +161,7 @@ def run_demo(
     seed: int = DEFAULT_SEED,
 ) -> int:
     """Answers every line of ``lines`` until ``:quit`` or their end, writing to ``out``. Returns 0."""
-    demo = Demo(out, generate, system_prompt=system_prompt, seed=seed)
+    demo = Demo(out, generate, prompt=system_prompt, seed=seed)
     for line in lines:
         if not demo.handle(line):
             break
@@ -228,8 +218,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error("--max-tokens must be at least 1")
     if args.temperature < 0:
         parser.error("--temperature must be 0 or more")
-    if not 0 <= args.seed < 10**9:
-        parser.error("--seed must be in [0, 10**9)")  # the range of rg_verl.data.dataset's base seeds
+    if not 0 <= args.seed <= MAX_SEED:
+        parser.error(f"--seed must be in [0, {MAX_SEED}]")  # the range of rg_verl.data.dataset's base seeds
     return args
 
 

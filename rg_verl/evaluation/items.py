@@ -14,19 +14,44 @@ from omegaconf import OmegaConf
 
 from rg_verl.data.dataset import ReasoningGymDataset
 from rg_verl.evaluation.config import DatasetEntry, EvalConfig
+from rg_verl.vocab import EVAL_SPLIT, Messages, chat_messages
 
-__all__ = ["DatasetPlan", "build_plans", "prompt_messages"]
+__all__ = ["EvalDataset", "eval_datasets", "eval_split", "prompt_messages"]
 
-EVAL_SPLIT = "reasoning_gym://eval"
+
+def eval_split(mix: dict, seed: int, size: int) -> ReasoningGymDataset:
+    """The evaluation split of a ``reasoning_gym.datasets`` mix, ``size`` items, without a system message.
+
+    The developer message is added by :func:`prompt_messages`, in the role the config gives it.
+    """
+    section = {"datasets": mix, "seed": seed, "eval_size": size, "system_prompt": ""}
+    return ReasoningGymDataset(EVAL_SPLIT, tokenizer=None, config=OmegaConf.create({"reasoning_gym": section}))
 
 
 @dataclass
-class DatasetPlan:
-    """One dataset to evaluate: its category label, its config entry and its items."""
+class EvalDataset:
+    """One dataset of the config to evaluate: its category label, its config entry and its items.
+
+    Args:
+        category: the label of the category the entry is listed under.
+        entry: the config's entry.
+        items: the entry's evaluation split.
+        size: how many of its items are evaluated: ``entry.size``, or a file's rows if it has fewer.
+    """
 
     category: str
     entry: DatasetEntry
-    dataset: ReasoningGymDataset
+    items: ReasoningGymDataset
+    size: int
+
+    @classmethod
+    def build(cls, category: str, entry: DatasetEntry) -> EvalDataset:
+        """The dataset of ``entry``; generates no item yet."""
+        items = eval_split({entry.dataset: entry.mix_spec()}, entry.seed, entry.size)
+        size = entry.size
+        if entry.source is not None:  # a file's rows, each once: size caps them
+            size = min(size, len(items.datasets[entry.dataset]))
+        return cls(category=category, entry=entry, items=items, size=size)
 
     @property
     def key(self) -> str:
@@ -37,34 +62,19 @@ class DatasetPlan:
         return f"{self.key}/{index}"
 
     def __len__(self) -> int:
-        return len(self.dataset)
+        return self.size
+
+    def __getitem__(self, index: int) -> dict:
+        if not 0 <= index < self.size:
+            raise IndexError(f"{self.key}: item {index} is out of range (size {self.size})")
+        return self.items[index]
 
 
-def build_plans(config: EvalConfig) -> list[DatasetPlan]:
-    """A :class:`DatasetPlan` per dataset entry, in config order. Generates no item yet."""
-    plans = []
-    for category in config.categories:
-        for entry in category.datasets:
-            section = {
-                "reasoning_gym": {
-                    "datasets": {entry.dataset: entry.mix_spec()},
-                    "seed": entry.seed,
-                    "eval_size": entry.size,
-                    # the developer message is added by prompt_messages, with the configured role
-                    "system_prompt": "",
-                }
-            }
-            dataset = ReasoningGymDataset(EVAL_SPLIT, tokenizer=None, config=OmegaConf.create(section))
-            if entry.source is not None:  # a file's rows, each once: size caps them
-                dataset.max_samples = min(entry.size, len(dataset.datasets[entry.dataset]))
-            plans.append(DatasetPlan(category=category.category, entry=entry, dataset=dataset))
-    return plans
+def eval_datasets(config: EvalConfig) -> list[EvalDataset]:
+    """An :class:`EvalDataset` per dataset entry, in config order. Generates no item yet."""
+    return [EvalDataset.build(c.category, entry) for c in config.categories for entry in c.datasets]
 
 
-def prompt_messages(item: dict, config: EvalConfig) -> list[dict[str, str]]:
+def prompt_messages(item: dict, config: EvalConfig) -> Messages:
     """The chat prompt of a dataset item: the developer prompt (if any) in its role, then the question."""
-    messages = [dict(m) for m in item["raw_prompt"] if m["role"] != "system"]
-    prompt = config.system_prompt
-    if prompt:
-        messages.insert(0, {"role": config.developer_role, "content": prompt})
-    return messages
+    return chat_messages(config.system_prompt, item["raw_prompt"][-1]["content"], system_role=config.developer_role)

@@ -14,36 +14,38 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
+from rg_verl.atomic import write_atomic
 from rg_verl.evaluation.config import EvalConfig
-from rg_verl.evaluation.items import DatasetPlan
+from rg_verl.evaluation.items import EvalDataset
 from rg_verl.evaluation.metrics import aggregate
-from rg_verl.evaluation.store import write_atomic
 
 __all__ = ["build_results", "summary_markdown", "write_reports"]
 
 ITEM_FIELDS = ("index", "question", "expected_answer", "best_score", "mean_score", "completions")
 
 
-def build_results(config: EvalConfig, plans: Sequence[DatasetPlan], records: dict[str, dict], metadata: dict) -> dict:
-    """The results.json document for ``plans``, from the finished item ``records`` (by key)."""
+def build_results(
+    config: EvalConfig, datasets: Sequence[EvalDataset], records: dict[str, dict], metadata: dict
+) -> dict:
+    """The results.json document for ``datasets``, from the finished item ``records`` (by key)."""
     k_values = config.k_values or [1]
     categories: dict[str, dict] = {}
     all_items: list[list[dict]] = []
-    for plan in plans:
-        items = [records[plan.item_key(i)] for i in range(len(plan)) if plan.item_key(i) in records]
+    for ds in datasets:
+        items = [records[ds.item_key(i)] for i in range(len(ds)) if ds.item_key(i) in records]
         completions = [item["completions"] for item in items]
         metrics = aggregate(completions, k_values)
         dataset = {
-            "name": plan.entry.dataset,
-            "category": plan.category,
+            "name": ds.entry.dataset,
+            "category": ds.category,
             "average_score": metrics["mean_score"],
             "total_examples": len(items),
-            "config": {**plan.entry.params, "size": plan.entry.size, "seed": plan.entry.seed},
+            "config": {**ds.entry.params, "size": ds.entry.size, "seed": ds.entry.seed},
             "metrics": metrics,
         }
         if config.save_full_results:
             dataset["results"] = [{k: item[k] for k in ITEM_FIELDS if k in item} for item in items]
-        category = categories.setdefault(plan.category, {"name": plan.category, "datasets": [], "_items": []})
+        category = categories.setdefault(ds.category, {"name": ds.category, "datasets": [], "_items": []})
         category["datasets"].append(dataset)
         category["_items"].extend(completions)
         all_items.extend(completions)

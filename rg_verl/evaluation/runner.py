@@ -21,12 +21,13 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from rg_verl import reward
-from rg_verl.config import ConfigError
+from rg_verl.atomic import write_atomic
 from rg_verl.evaluation.backends import Backend, Completion, Sampling, create_backend
 from rg_verl.evaluation.config import EvalConfig, check_runtime
-from rg_verl.evaluation.items import DatasetPlan, build_plans, prompt_messages
+from rg_verl.evaluation.items import EvalDataset, eval_datasets, prompt_messages
 from rg_verl.evaluation.report import build_results, write_reports
-from rg_verl.evaluation.store import ItemStore, write_atomic
+from rg_verl.evaluation.store import ItemStore
+from rg_verl.schema import ConfigError
 
 __all__ = ["evaluate", "score_item", "resolve_run_dir"]
 
@@ -41,7 +42,7 @@ FINGERPRINT_FIELDS = (
 )  # fmt: skip
 
 
-def score_item(plan: DatasetPlan, index: int, item: dict, completions: list[Completion], config: EvalConfig) -> dict:
+def score_item(dataset: EvalDataset, index: int, item: dict, completions: list[Completion], config: EvalConfig) -> dict:
     """The items.jsonl record of one item: every completion scored by ``rg_verl.reward.compute_score``."""
     strict = config.scoring_mode == "strict"
     scored = []
@@ -65,9 +66,9 @@ def score_item(plan: DatasetPlan, index: int, item: dict, completions: list[Comp
         )
     scores = [c["score"] for c in scored]
     return {
-        "key": plan.item_key(index),
-        "category": plan.category,
-        "dataset": plan.entry.dataset,
+        "key": dataset.item_key(index),
+        "category": dataset.category,
+        "dataset": dataset.entry.dataset,
         "index": index,
         "question": item["extra_info"]["entry"]["question"],
         "expected_answer": item["reward_model"]["ground_truth"],
@@ -77,10 +78,10 @@ def score_item(plan: DatasetPlan, index: int, item: dict, completions: list[Comp
     }
 
 
-def _fingerprint(config: EvalConfig, plans: list[DatasetPlan]) -> dict:
+def _fingerprint(config: EvalConfig, datasets: list[EvalDataset]) -> dict:
     return {
         "settings": {name: getattr(config, name) for name in FINGERPRINT_FIELDS},
-        "datasets": {plan.key: {"seed": plan.entry.seed, "params": plan.entry.params} for plan in plans},
+        "datasets": {ds.key: {"seed": ds.entry.seed, "params": ds.entry.params} for ds in datasets},
     }
 
 
@@ -141,6 +142,66 @@ def _versions() -> dict[str, str]:
     return versions
 
 
+def _start_run(config: EvalConfig, datasets: list[EvalDataset], resume: bool) -> tuple[Path, str]:
+    """The run folder and its creation time, with run.json written (kept, and checked, on ``resume``).
+
+    Raises:
+        ConfigError: If the run being resumed was made with other settings (see ``FINGERPRINT_FIELDS``).
+    """
+    run_dir = resolve_run_dir(config, resume)
+    fingerprint = _fingerprint(config, datasets)
+    run_file = run_dir / RUN_FILE
+    created = datetime.now().isoformat()
+    if resume and run_file.exists():
+        stored = json.loads(run_file.read_text())
+        _check_fingerprint(run_dir, stored.get("fingerprint", {}), fingerprint)
+        # datasets of the earlier run that this config leaves out (another --category) stay recorded
+        fingerprint["datasets"] = {**stored.get("fingerprint", {}).get("datasets", {}), **fingerprint["datasets"]}
+        created = stored.get("created", created)
+    write_atomic(run_file, json.dumps({"created": created, "fingerprint": fingerprint}, indent=2, default=str))
+    return run_dir, created
+
+
+def _generate(config: EvalConfig, backend: Backend, pending: list[tuple[EvalDataset, int]], store: ItemStore) -> None:
+    """Generates and scores the ``pending`` items, appending each chunk of ``save_every`` prompts to ``store``."""
+    save_every = config.save_every or backend.default_save_every(config) or len(pending)
+    sampling = Sampling(max_tokens=config.max_tokens, temperature=config.temperature, top_p=config.top_p)
+    with tqdm(total=len(pending), desc=f"evaluating {config.name}", unit="item") as bar:
+        for start in range(0, len(pending), save_every):
+            chunk = pending[start : start + save_every]
+            items = [dataset[i] for dataset, i in chunk]
+            outputs = backend.generate([prompt_messages(item, config) for item in items], config.eval_repeats, sampling)
+            if len(outputs) != len(items) or any(len(o) != config.eval_repeats for o in outputs):
+                raise RuntimeError(f"backend {config.backend} returned the wrong number of completions")
+            store.append(
+                score_item(dataset, i, item, completions, config)
+                for (dataset, i), item, completions in zip(chunk, items, outputs, strict=True)
+            )
+            bar.update(len(chunk))
+
+
+def _metadata(config: EvalConfig, created: str, duration_s: float) -> dict:
+    """results.json's ``metadata``: what was evaluated, how, and with which package versions."""
+    return {
+        "timestamp": created,
+        "model": config.model_path,
+        "backend": config.backend,
+        "duration_seconds": duration_s,
+        "max_tokens": config.max_tokens,
+        "temperature": config.temperature,
+        "top_p": config.top_p,
+        "eval_repeats": config.eval_repeats,
+        "k_values": config.k_values,
+        "scoring_mode": config.scoring_mode,
+        "developer_prompt": config.developer_prompt,
+        "developer_role": config.developer_role,
+        "dtype": config.dtype,
+        "config": config.name,
+        "split": "eval",
+        "versions": _versions(),
+    }
+
+
 def evaluate(config: EvalConfig, *, resume: bool = False, backend: Backend | None = None) -> Path:
     """Runs (or, with ``resume``, finishes) the evaluation ``config`` describes.
 
@@ -159,69 +220,22 @@ def evaluate(config: EvalConfig, *, resume: bool = False, backend: Backend | Non
     started = time.time()
     if backend is None:
         check_runtime(config)
-    plans = build_plans(config)
-    run_dir = resolve_run_dir(config, resume)
-    fingerprint = _fingerprint(config, plans)
-    run_file = run_dir / RUN_FILE
-    if resume and run_file.exists():
-        stored = json.loads(run_file.read_text())
-        _check_fingerprint(run_dir, stored.get("fingerprint", {}), fingerprint)
-        fingerprint["datasets"] = {**stored.get("fingerprint", {}).get("datasets", {}), **fingerprint["datasets"]}
-        created = stored.get("created", datetime.now().isoformat())
-    else:
-        created = datetime.now().isoformat()
-    write_atomic(run_file, json.dumps({"created": created, "fingerprint": fingerprint}, indent=2, default=str))
-
+    datasets = eval_datasets(config)
+    run_dir, created = _start_run(config, datasets, resume)
     store = ItemStore(run_dir / ITEMS_FILE)
     done = store.load()
-    pending = [(plan, i) for plan in plans for i in range(len(plan)) if plan.item_key(i) not in done]
-    total = sum(len(plan) for plan in plans)
+    pending = [(ds, i) for ds in datasets for i in range(len(ds)) if ds.item_key(i) not in done]
     if done:
+        total = sum(len(ds) for ds in datasets)
         logger.info("resuming %s: %d of %d items already finished", run_dir, total - len(pending), total)
     if pending:
-        own_backend = backend is None
-        backend = backend or create_backend(config)
-        save_every = config.save_every or getattr(type(backend), "default_save_every", lambda c: 0)(config)
-        save_every = save_every or len(pending)
-        sampling = Sampling(max_tokens=config.max_tokens, temperature=config.temperature, top_p=config.top_p)
+        engine = create_backend(config) if backend is None else backend
         try:
-            with tqdm(total=len(pending), desc=f"evaluating {config.name}", unit="item") as bar:
-                for start in range(0, len(pending), save_every):
-                    chunk = pending[start : start + save_every]
-                    items = [plan.dataset[i] for plan, i in chunk]
-                    outputs = backend.generate(
-                        [prompt_messages(item, config) for item in items], config.eval_repeats, sampling
-                    )
-                    if len(outputs) != len(items) or any(len(o) != config.eval_repeats for o in outputs):
-                        raise RuntimeError(f"backend {config.backend} returned the wrong number of completions")
-                    store.append(
-                        score_item(plan, i, item, completions, config)
-                        for (plan, i), item, completions in zip(chunk, items, outputs, strict=True)
-                    )
-                    bar.update(len(chunk))
+            _generate(config, engine, pending, store)
         finally:
-            if own_backend:
-                backend.close()
-
-    records = store.load()
-    metadata = {
-        "timestamp": created,
-        "model": config.model_path,
-        "backend": config.backend,
-        "duration_seconds": time.time() - started,
-        "max_tokens": config.max_tokens,
-        "temperature": config.temperature,
-        "top_p": config.top_p,
-        "eval_repeats": config.eval_repeats,
-        "k_values": config.k_values,
-        "scoring_mode": config.scoring_mode,
-        "developer_prompt": config.developer_prompt,
-        "developer_role": config.developer_role,
-        "dtype": config.dtype,
-        "config": config.name,
-        "split": "eval",
-        "versions": _versions(),
-    }
-    write_reports(run_dir, build_results(config, plans, records, metadata), config)
+            if backend is None:  # only a backend built here is closed here
+                engine.close()
+    results = build_results(config, datasets, store.load(), _metadata(config, created, time.time() - started))
+    write_reports(run_dir, results, config)
     logger.info("results in %s", run_dir)
     return run_dir

@@ -1,4 +1,5 @@
-"""Results on disk: items.jsonl grows one line per finished item; reports are replaced atomically.
+"""Results on disk: items.jsonl grows one line per finished item (reports are replaced atomically, with
+``rg_verl.atomic.write_atomic``).
 
 An interrupted run loses nothing and duplicates nothing: a line is written (and fsynced) only once
 all of an item's completions are scored, a torn last line (a crash mid-write) is cut off when the file
@@ -10,29 +11,12 @@ from __future__ import annotations
 import json
 import logging
 import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ItemStore", "write_atomic"]
-
-
-def write_atomic(path: Path, data: str | bytes) -> None:
-    """Writes ``data`` to ``path`` through a temporary file and a rename: readers see old or new, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode() if isinstance(data, str) else data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes it 0600
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+__all__ = ["ItemStore"]
 
 
 class ItemStore:

@@ -18,9 +18,12 @@ from typing import Any
 
 import torch
 from peft import PeftConfig, PeftModel, get_peft_model
-from transformers import AutoModelForCausalLM, GenerationConfig
+from transformers import AutoModelForCausalLM
 from verl.utils.device import get_device_name
 from verl.workers.rollout.replica import TokenOutput
+
+from rg_verl.generation import eos_token_ids, response_length
+from rg_verl.vocab import PEFT_PREFIX
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +40,6 @@ class _Request:
 
 
 _PEFT_ADAPTER = "default"  # the adapter name get_peft_model gives, and the one verl trains
-_PEFT_PREFIX = "base_model.model."
 _ADAPTER_SUFFIX = re.compile(rf"\.(lora_\w+)\.{_PEFT_ADAPTER}(?=\.|$)")
 
 
@@ -50,7 +52,7 @@ def canonical_name(name: str) -> str:
     ``base_model.model.(...).q_proj.lora_A.weight`` where the module holds ``(...).lora_A.default.weight``.
     All of these map to the plain name (``model.layers.0.self_attn.q_proj.lora_A.weight`` for a factor).
     """
-    name = name.removeprefix(_PEFT_PREFIX).replace(".base_layer.", ".")
+    name = name.removeprefix(PEFT_PREFIX).replace(".base_layer.", ".")
     return _ADAPTER_SUFFIX.sub(r".\1", name)
 
 
@@ -89,10 +91,11 @@ class HFRolloutServer:
             model_path, dtype=getattr(torch, dtype), attn_implementation="sdpa"
         ).to(self.device)
         self.model.eval()
-        gen = GenerationConfig.from_pretrained(model_path)
-        eos = gen.eos_token_id if gen.eos_token_id is not None else self.model.config.eos_token_id
-        self.eos_ids = set(eos if isinstance(eos, list) else [eos])
-        pad = gen.pad_token_id if gen.pad_token_id is not None else self.model.config.pad_token_id
+        self.eos_ids = frozenset(eos_token_ids(self.model))
+        if not self.eos_ids:  # a response would have no end: verl needs one to score it
+            raise ValueError(f"{model_path}: the model names no eos_token_id in its generation config or config")
+        pad = self.model.generation_config.pad_token_id
+        pad = pad if pad is not None else self.model.config.pad_token_id
         self.pad_id = pad if pad is not None else min(self.eos_ids)
         self.prompt_length = prompt_length
         self.response_length = response_length
@@ -185,8 +188,7 @@ class HFRolloutServer:
         results = []
         for row, request in enumerate(batch):
             tokens = new_tokens[row, : request.max_tokens].tolist()
-            stop = next((i for i, t in enumerate(tokens) if t in self.eos_ids), None)
-            length = len(tokens) if stop is None else stop + 1
+            length = response_length(tokens, self.eos_ids)
             results.append(
                 TokenOutput(
                     token_ids=tokens[:length],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import subprocess
@@ -13,8 +14,7 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 from rg_verl import tiny_model as tiny
-
-TAGS = ["<think>", "</think>", "<answer>", "</answer>"]
+from rg_verl.vocab import TAGS
 
 
 @pytest.fixture(scope="module")
@@ -108,16 +108,69 @@ def test_ensure_builds_into_empty_dir_with_kwargs(tmp_path: Path) -> None:
     assert (config["hidden_size"], config["num_hidden_layers"], config["vocab_size"]) == (32, 1, 512)
 
 
-def test_concurrent_ensure(tmp_path: Path) -> None:
-    target = tmp_path / "shared"
-    code = f"from rg_verl.tiny_model import ensure_tiny_model; print(ensure_tiny_model({str(target)!r}, num_layers=1))"
+# Each of the two builders, once its model is written, waits at the publishing step until the other is there
+# too, so both have built (neither found a finished model) and their renames race: one wins, one uses its model.
+RACE = """
+import logging, os, sys, time
+from pathlib import Path
+
+import rg_verl.atomic as atomic
+from rg_verl.tiny_model import ensure_tiny_model
+
+barrier, target = Path(sys.argv[1]), Path(sys.argv[2])
+publish = atomic.publish_dir
+
+
+def publish_when_both_built(staging, out, replace=False):
+    (barrier / str(os.getpid())).touch()
+    deadline = time.monotonic() + 300
+    while len(list(barrier.iterdir())) < 2:
+        if time.monotonic() > deadline:
+            sys.exit("the other builder never reached the rename")
+        time.sleep(0.05)
+    publish(staging, out, replace)
+
+
+atomic.publish_dir = publish_when_both_built
+logging.getLogger("rg_verl.tiny_model").setLevel(logging.DEBUG)
+logging.getLogger("rg_verl.tiny_model").addHandler(logging.StreamHandler())
+print(ensure_tiny_model(target, num_layers=1))
+"""
+
+
+def test_concurrent_ensure_builds_twice_and_the_loser_uses_the_winners_model(tmp_path: Path) -> None:
+    target, barrier = tmp_path / "shared", tmp_path / "barrier"
+    barrier.mkdir()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(tiny.__file__).parents[1]), *sys.path])}
-    procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE) for _ in range(2)]
-    for proc in procs:
-        stdout, _ = proc.communicate(timeout=120)
-        assert proc.returncode == 0 and stdout.decode().strip() == str(target.resolve())
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["shared"]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", RACE, str(barrier), str(target)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    outputs = [proc.communicate(timeout=600) for proc in procs]
+    for proc, (stdout, stderr) in zip(procs, outputs, strict=True):
+        assert proc.returncode == 0, stderr[-3000:]
+        assert stdout.strip() == str(target.resolve())
+    assert len(list(barrier.iterdir())) == 2  # both built a model
+    lost = [stderr for _, stderr in outputs if "Another process built the tiny model" in stderr]
+    assert len(lost) == 1, [stderr[-500:] for _, stderr in outputs]  # exactly one lost the rename
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["barrier", "shared"]  # no staging folder left
     assert AutoModelForCausalLM.from_pretrained(target).config.num_hidden_layers == 1
+
+
+def test_build_options_are_the_keyword_options() -> None:
+    options = tiny.build_options()
+    assert options[-1] == "warm_start" and len(options) == len(set(options))
+    parameters = inspect.signature(tiny.build_tiny_model).parameters
+    assert tuple(n for n, p in parameters.items() if p.kind is p.KEYWORD_ONLY) == options
+    assert parameters["hidden_size"].default == tiny.TinyModelOptions().hidden_size == 64
+    with pytest.raises(TypeError, match="hidden"):
+        tiny.build_tiny_model("unused", hidden=8)
 
 
 def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

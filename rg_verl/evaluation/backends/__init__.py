@@ -11,9 +11,11 @@ A backend turns chat prompts into completions::
 - ``openai``: any OpenAI-compatible server (``vllm serve``, a hosted API): concurrent requests,
   a bound on how many are in flight, retries with exponential backoff.
 
-To add a backend: write a class with ``__init__(self, config: EvalConfig)``, ``generate(...)``,
-``close()`` and a ``default_save_every(config)`` class method in a module here; import it below
-and add it to :data:`BACKENDS`. Import heavy packages inside ``__init__``, not at module level.
+To add a backend: subclass :class:`Backend` in a module here, with ``__init__(self, config: EvalConfig)``
+and ``generate(...)`` (and ``close()`` or ``default_save_every(config)`` where the defaults do not fit);
+import it below and add it to :data:`BACKENDS`, the one list of backend names (the config and the
+command line take theirs from it). Import heavy packages inside ``__init__``, not at module level, so
+that this dict stays cheap to import.
 """
 
 from __future__ import annotations

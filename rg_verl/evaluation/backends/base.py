@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-Messages = list[dict[str, str]]
+from rg_verl.vocab import Messages
+
+__all__ = ["Backend", "Completion", "Messages", "Sampling"]
 
 
 @dataclass(frozen=True)
@@ -37,19 +39,20 @@ class Completion:
 
 
 class Backend(Protocol):
-    """The interface of a generation backend (see ``rg_verl.evaluation.backends``)."""
+    """The interface of a generation backend (see ``rg_verl.evaluation.backends``).
 
-    def __init__(self, config) -> None: ...
+    A backend class subclasses this one, which gives it the defaults of :meth:`close` and
+    :meth:`default_save_every`; its ``__init__(config)`` takes the :class:`~rg_verl.evaluation.config.EvalConfig`.
+    """
 
     def generate(self, prompts: list[Messages], n: int, sampling: Sampling) -> list[list[Completion]]:
         """``n`` completions for each chat prompt, in the prompts' order."""
         ...
 
     def close(self) -> None:
-        """Frees the model or connections."""
-        ...
+        """Frees the model or connections; by default there is nothing to free."""
 
     @classmethod
     def default_save_every(cls, config) -> int:
-        """Prompts per ``generate`` call when ``config.save_every`` is 0 (0: all at once)."""
-        ...
+        """Prompts per ``generate`` call when ``config.save_every`` is 0; by default 0: all at once."""
+        return 0

@@ -6,12 +6,13 @@ import logging
 
 from tqdm.auto import tqdm
 
-from rg_verl.evaluation.backends.base import Completion, Messages, Sampling
+from rg_verl.evaluation.backends.base import Backend, Completion, Messages, Sampling
+from rg_verl.generation import eos_token_ids, response_length
 
 logger = logging.getLogger(__name__)
 
 
-class HFBackend:
+class HFBackend(Backend):
     """``AutoModelForCausalLM.generate`` over batches of ``config.batch_size`` prompts.
 
     Each batch is one ``generate`` call that samples ``n`` sequences per prompt. Prompts are sorted
@@ -35,11 +36,7 @@ class HFBackend:
         kwargs = {"dtype": dtype, **config.engine_kwargs}
         self.model = AutoModelForCausalLM.from_pretrained(config.model_path, **kwargs).to(device).eval()
         self.device = device
-        eos = self.model.generation_config.eos_token_id
-        eos = [] if eos is None else [eos] if isinstance(eos, int) else list(eos)
-        if self.tokenizer.eos_token_id is not None:
-            eos.append(self.tokenizer.eos_token_id)
-        self.eos_ids = sorted(set(eos))
+        self.eos_ids = list(eos_token_ids(self.model, self.tokenizer))
         logger.info("hf backend: %s on %s (%s)", config.model_path, device, self.model.dtype)
 
     @classmethod
@@ -48,13 +45,6 @@ class HFBackend:
 
     def _prompt_text(self, messages: Messages) -> str:
         return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-
-    def _length(self, row: list[int]) -> int:
-        """Tokens of a generated row up to and including its first end-of-sequence token."""
-        for i, token in enumerate(row):
-            if token in self.eos_ids:
-                return i + 1
-        return len(row)
 
     def generate(self, prompts: list[Messages], n: int, sampling: Sampling) -> list[list[Completion]]:
         import torch
@@ -85,7 +75,7 @@ class HFBackend:
             per_prompt = 1 if greedy else n
             for b, i in enumerate(batch):
                 for row in rows[b * per_prompt : (b + 1) * per_prompt]:
-                    length = self._length(row)
+                    length = response_length(row, self.eos_ids)
                     text = self.tokenizer.decode(row[:length], skip_special_tokens=True)
                     results[i].append(Completion(text=text, num_tokens=length))
                 if greedy:

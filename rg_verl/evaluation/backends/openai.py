@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from tqdm.auto import tqdm
 
-from rg_verl.evaluation.backends.base import Completion, Messages, Sampling
+from rg_verl.evaluation.backends.base import Backend, Completion, Messages, Sampling
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ class RequestError(RuntimeError):
     """A request failed for good: a non-retryable answer, or retries used up."""
 
 
-class OpenAIBackend:
+class OpenAIBackend(Backend):
     """Chat completions over HTTP, ``n`` requests of one completion each per prompt.
 
     One completion per request gives each its own token count (``usage.completion_tokens``) and
@@ -54,10 +54,10 @@ class OpenAIBackend:
     def default_save_every(cls, config) -> int:
         return 4 * config.concurrency
 
-    def _post(self, body: dict) -> dict:
+    def _post(self, body: dict) -> bytes:
         request = urllib.request.Request(self.url, data=json.dumps(body).encode(), headers=self.headers, method="POST")
         with urllib.request.urlopen(request, timeout=self.timeout) as response:
-            return json.loads(response.read())
+            return response.read()
 
     def complete(self, messages: Messages, sampling: Sampling) -> Completion:
         """One completion, retried as the class docstring says."""
@@ -69,12 +69,14 @@ class OpenAIBackend:
             "top_p": sampling.top_p,
             "n": 1,
         }
+        problem = None
         for attempt in range(self.max_retries + 1):
+            if attempt:
+                wait = min(self.retry_backoff * 2 ** (attempt - 1), MAX_BACKOFF_S) * (0.5 + random.random() / 2)
+                logger.warning("request failed (%s); retry %d/%d in %.2fs", problem, attempt, self.max_retries, wait)
+                time.sleep(wait)
             try:
-                data = self._post(body)
-                text = data["choices"][0]["message"]["content"] or ""
-                tokens = (data.get("usage") or {}).get("completion_tokens")
-                return Completion(text=text, num_tokens=int(tokens) if tokens is not None else None)
+                return self._completion(self._post(body))
             except urllib.error.HTTPError as error:
                 detail = error.read()[:500].decode(errors="replace")
                 if error.code not in RETRY_STATUS:
@@ -82,16 +84,17 @@ class OpenAIBackend:
                 problem = f"HTTP {error.code}: {detail}"
             except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
                 problem = repr(error)
-            except (KeyError, IndexError, TypeError, ValueError) as error:
-                raise RequestError(
-                    f"{self.url} sent a response without choices[0].message.content: {error!r}"
-                ) from None
-            if attempt == self.max_retries:
-                raise RequestError(f"{self.url}: giving up after {attempt + 1} attempts; last error: {problem}")
-            wait = min(self.retry_backoff * 2**attempt, MAX_BACKOFF_S) * (0.5 + random.random() / 2)
-            logger.warning("request failed (%s); retry %d/%d in %.2fs", problem, attempt + 1, self.max_retries, wait)
-            time.sleep(wait)
-        raise AssertionError("unreachable")
+        raise RequestError(f"{self.url}: giving up after {self.max_retries + 1} attempts; last error: {problem}")
+
+    def _completion(self, answer: bytes) -> Completion:
+        """The completion in a chat-completions answer (JSON)."""
+        try:
+            data = json.loads(answer)
+            text = data["choices"][0]["message"]["content"] or ""
+            tokens = (data.get("usage") or {}).get("completion_tokens")
+            return Completion(text=text, num_tokens=int(tokens) if tokens is not None else None)
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as error:
+            raise RequestError(f"{self.url} sent a response without choices[0].message.content: {error!r}") from None
 
     def generate(self, prompts: list[Messages], n: int, sampling: Sampling) -> list[list[Completion]]:
         jobs = [messages for messages in prompts for _ in range(n)]
@@ -108,6 +111,3 @@ class OpenAIBackend:
                 raise
         done = [future.result() for future in futures]
         return [done[i * n : (i + 1) * n] for i in range(len(prompts))]
-
-    def close(self) -> None:
-        pass

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import logging
 
-from rg_verl.config import ConfigError
-from rg_verl.evaluation.backends.base import Completion, Messages, Sampling
+from rg_verl.evaluation.backends.base import Backend, Completion, Messages, Sampling
+from rg_verl.schema import ConfigError
 
 logger = logging.getLogger(__name__)
 
 
-class VLLMBackend:
+class VLLMBackend(Backend):
     """``vllm.LLM.chat`` with all prompts at once and ``n`` samples each (``SamplingParams.n``).
 
     One call lets vLLM schedule every sequence with continuous batching and share each prompt's
-    prefix across its ``n`` samples; the chat template is the model's own.
+    prefix across its ``n`` samples; the chat template is the model's own. So results are saved
+    once, after that call (the default ``save_every``), unless the config asks for more often.
     """
 
     def __init__(self, config) -> None:
@@ -26,10 +27,6 @@ class VLLMBackend:
             ) from None
         self.llm = LLM(model=config.model_path, dtype=config.dtype, **config.engine_kwargs)
         logger.info("vllm backend: %s", config.model_path)
-
-    @classmethod
-    def default_save_every(cls, config) -> int:
-        return 0  # everything in one call
 
     def generate(self, prompts: list[Messages], n: int, sampling: Sampling) -> list[list[Completion]]:
         from vllm import SamplingParams

@@ -1,0 +1,56 @@
+"""What the two ``transformers`` generators share: the ``hf`` rollout server and the ``hf`` evaluation backend.
+
+Both decide where a response ends the same way: the end-of-sequence ids of the model's generation config
+(falling back to its model config), plus the tokenizer's own where one is given; a response is its
+tokens up to and including the first of them. ``model.generate`` pads a finished row of a batch up to
+the longest one, so the tokens after that first end-of-sequence token are padding, not response.
+
+>>> response_length([5, 7, 2, 0, 0], {2})
+3
+>>> response_length([5, 7], {2})
+2
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import Any
+
+__all__ = ["eos_token_ids", "response_length"]
+
+
+def _ids(value: int | Sequence[int] | None) -> list[int]:
+    if value is None:
+        return []
+    return [value] if isinstance(value, int) else list(value)
+
+
+def eos_token_ids(model: Any, tokenizer: Any = None) -> tuple[int, ...]:
+    """The ids that end a response of ``model`` (a ``transformers`` model), sorted, each once.
+
+    Args:
+        model: its ``generation_config.eos_token_id`` (an id or a list), else ``config.eos_token_id``.
+        tokenizer: if given, its ``eos_token_id`` is added (a chat model's end-of-turn token).
+
+    Returns:
+        The ids; empty when neither names one (such a model generates up to its token budget).
+
+    >>> from types import SimpleNamespace as NS
+    >>> eos_token_ids(NS(generation_config=NS(eos_token_id=[7, 2]), config=NS(eos_token_id=9)), NS(eos_token_id=7))
+    (2, 7)
+    >>> eos_token_ids(NS(generation_config=NS(eos_token_id=None), config=NS(eos_token_id=9)))
+    (9,)
+    """
+    generation = getattr(model, "generation_config", None)
+    ids = _ids(getattr(generation, "eos_token_id", None)) or _ids(model.config.eos_token_id)
+    if tokenizer is not None:
+        ids += _ids(tokenizer.eos_token_id)
+    return tuple(sorted(set(ids)))
+
+
+def response_length(tokens: Sequence[int], eos_ids: Collection[int]) -> int:
+    """How many of the generated ``tokens`` are response: up to and including the first of ``eos_ids``."""
+    for i, token in enumerate(tokens):
+        if token in eos_ids:
+            return i + 1
+    return len(tokens)

@@ -1,0 +1,153 @@
+"""Tests of rg_verl.evaluation.backends: hf on the tiny model, openai against a local server, the registry."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from rg_verl.evaluation import BACKENDS, Sampling, evaluate, parse_config
+from rg_verl.evaluation.backends import backend_class
+from rg_verl.evaluation.backends.openai import OpenAIBackend, RequestError
+from rg_verl.evaluation.cli import main as cli_main
+from rg_verl.evaluation.metrics import aggregate
+from tests.unit.evaluation.fakes import NUM_ITEMS, FakeOpenAI, small_config
+
+
+def test_unknown_backend_lists_valid_names():
+    with pytest.raises(ValueError, match="valid backends: vllm, hf, openai"):
+        backend_class("tgi")
+    assert set(BACKENDS) == {"vllm", "hf", "openai"}
+
+
+# ---------------------------------------------------------------- hf
+
+
+def test_hf_backend_end_to_end(tiny_model, tmp_path, capsys):
+    path = tmp_path / "tiny.yaml"
+    config = small_config(model_path=str(tiny_model), output_dir=str(tmp_path / "out"), device="cpu", batch_size=2)
+    path.write_text(json.dumps(config))  # JSON is YAML
+    assert cli_main(["--config", str(path), "--run-name", "run1"]) == 0
+    run_dir = tmp_path / "out" / "run1"
+    assert "## arithmetic" in capsys.readouterr().out
+
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["metadata"]["backend"] == "hf" and results["metadata"]["model"] == str(tiny_model)
+    assert [c["name"] for c in results["categories"]] == ["arithmetic", "algorithmic"]
+    datasets = [d for c in results["categories"] for d in c["datasets"]]
+    assert [(d["name"], d["total_examples"]) for d in datasets] == [
+        ("chain_sum", 3),
+        ("leg_counting", 2),
+        ("spell_backward", 2),
+    ]
+    everything = []
+    for category in results["categories"]:
+        pooled = []
+        for d in category["datasets"]:
+            items = [item["completions"] for item in d["results"]]
+            assert all(len(c) == 2 for c in items)
+            assert all(0 < c["num_tokens"] <= 4 for item in items for c in item)
+            assert d["metrics"] == aggregate(items, [1, 2])  # metrics follow from the per-item scores
+            assert d["average_score"] == pytest.approx(sum(i["mean_score"] for i in d["results"]) / len(d["results"]))
+            pooled += items
+        assert category["metrics"] == aggregate(pooled, [1, 2])
+        everything += pooled
+    assert results["metrics"] == aggregate(everything, [1, 2])
+
+    summary = (run_dir / "summary.md").read_text()
+    assert summary.count("| dataset |") == 2 and "| chain_sum |" in summary and "pass@2" in summary
+    png = (run_dir / "scores.png").read_bytes()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 1000
+
+
+def test_hf_backend_batches_prompts_without_changing_greedy_completions(tiny_model):
+    backend = BACKENDS["hf"](parse_config(small_config(model_path=str(tiny_model), device="cpu", batch_size=4)))
+    assert backend.eos_ids == [backend.tokenizer.convert_tokens_to_ids("<|im_end|>")]
+    prompts = [[{"role": "user", "content": q}] for q in ("a", "what is 2 + 2?", "spell cat backward")]
+    outputs = backend.generate(prompts, 3, Sampling(max_tokens=6, temperature=1.0, top_p=1.0))
+    assert [len(out) for out in outputs] == [3, 3, 3]
+    assert all(1 <= c.num_tokens <= 6 for out in outputs for c in out)
+    greedy = backend.generate(prompts, 2, Sampling(max_tokens=6, temperature=0.0, top_p=1.0))
+    assert all(out[0] == out[1] for out in greedy)  # temperature 0: copies of one greedy completion
+    alone = [backend.generate([p], 1, Sampling(max_tokens=6, temperature=0.0, top_p=1.0))[0][0] for p in prompts]
+    assert [out[0] for out in greedy] == alone  # padding a batch changes no greedy completion
+
+
+def test_batching_benchmark_runs(tiny_model):
+    from bench.eval_batching import compare_batching
+
+    result = compare_batching(str(tiny_model), num_prompts=4, batch_size=4, max_tokens=4, device="cpu")
+    assert result["one_at_a_time_s"] > 0 and result["batched_s"] > 0
+    assert result["speedup"] == pytest.approx(result["one_at_a_time_s"] / result["batched_s"])
+
+
+# ---------------------------------------------------------------- openai
+
+
+def test_openai_backend_retries_and_bounds_concurrency(monkeypatch):
+    monkeypatch.setenv("RG_EVAL_TEST_KEY", "sekret")
+    # the server holds the first requests until three are in flight: a client that overlaps them is seen doing so
+    with FakeOpenAI(
+        lambda messages, body: f"<answer>{messages[-1]['content']}</answer>", fail_first=1, hold_until_in_flight=3
+    ) as server:
+        config = parse_config(
+            small_config(backend="openai", base_url=server.url, api_key_env="RG_EVAL_TEST_KEY", served_model_name="m",
+                         concurrency=3, max_retries=2, retry_backoff=0.01)
+        )  # fmt: skip
+        prompts = [[{"role": "user", "content": str(i)}] for i in range(6)]
+        outputs = OpenAIBackend(config).generate(prompts, 2, Sampling(max_tokens=5, temperature=0.5, top_p=0.9))
+    assert [[c.text for c in out] for out in outputs] == [[f"<answer>{i}</answer>"] * 2 for i in range(6)]
+    assert outputs[0][0].num_tokens == 1
+    assert len(server.requests) == 12 + 1  # one 500, retried
+    assert server.max_in_flight == 3  # as many as concurrency, never more
+    assert set(server.authorization) == {"Bearer sekret"}
+    body = server.requests[-1]
+    assert (body["model"], body["max_tokens"], body["temperature"], body["top_p"], body["n"]) == ("m", 5, 0.5, 0.9, 1)
+
+
+def test_openai_backend_gives_up_with_a_clear_error():
+    sampling = Sampling(max_tokens=5, temperature=0.0, top_p=1.0)
+    with FakeOpenAI(lambda messages, body: "x", fail_first=10) as server:
+        config = parse_config(small_config(backend="openai", base_url=server.url, max_retries=2, retry_backoff=0.0))
+        with pytest.raises(RequestError, match="after 3 attempts.*500"):
+            OpenAIBackend(config).complete([{"role": "user", "content": "hi"}], sampling)
+        assert len(server.requests) == 3
+    with FakeOpenAI(lambda messages, body: "x") as server:  # 404 is not retried
+        config = parse_config(small_config(backend="openai", base_url=server.url + "/wrong", max_retries=3))
+        with pytest.raises(RequestError, match="404"):
+            OpenAIBackend(config).complete([{"role": "user", "content": "hi"}], sampling)
+        assert len(server.requests) == 1
+
+
+def test_openai_backend_refuses_an_answer_without_content():
+    backend = OpenAIBackend(parse_config(small_config(backend="openai", base_url="http://127.0.0.1:1/v1")))
+    for answer in (b"not json", b"{}", b'{"choices": []}', b'{"choices": [{"message": {}}]}'):
+        with pytest.raises(RequestError, match="without choices"):
+            backend._completion(answer)
+    answer = b'{"choices": [{"message": {"content": null}}], "usage": {"completion_tokens": 0}}'
+    assert backend._completion(answer).text == "" and backend._completion(answer).num_tokens == 0
+
+
+def test_openai_backend_end_to_end_against_a_served_tiny_model(tiny_model, tmp_path):
+    """A local OpenAI-compatible server wrapping the hf backend: the "remote model" case."""
+    hf_backend = BACKENDS["hf"](parse_config(small_config(model_path=str(tiny_model), device="cpu")))
+    lock = threading.Lock()
+
+    def respond(messages, body):
+        with lock:  # one generate at a time on the shared model
+            sampling = Sampling(max_tokens=body["max_tokens"], temperature=body["temperature"], top_p=body["top_p"])
+            return hf_backend.generate([messages], 1, sampling)[0][0].text
+
+    with FakeOpenAI(respond) as server:
+        config = parse_config(
+            small_config(
+                model_path="tiny", backend="openai", base_url=server.url, output_dir=str(tmp_path), concurrency=4
+            )
+        )
+        run_dir = evaluate(config)
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["metadata"]["backend"] == "openai" and results["metrics"]["num_completions"] == NUM_ITEMS * 2
+    assert len(server.requests) == NUM_ITEMS * 2 and all(r["model"] == "tiny" for r in server.requests)
+    assert server.requests[0]["messages"][0]["role"] == "system"  # the developer prompt travels
+    assert (run_dir / "summary.md").exists() and (run_dir / "scores.png").exists()

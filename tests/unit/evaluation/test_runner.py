@@ -1,0 +1,129 @@
+"""Tests of rg_verl.evaluation.runner: every completion scored by the reward's scorer, saved as it finishes, resumed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import rg_verl.reward
+from rg_verl.evaluation import evaluate, parse_config
+from rg_verl.evaluation.items import eval_datasets
+from rg_verl.evaluation.runner import ITEMS_FILE
+from rg_verl.schema import ConfigError
+from tests.unit.evaluation.fakes import NUM_ITEMS, ScriptedBackend, answers_by_question, small_config
+
+
+def test_strict_and_lenient_on_crafted_completions(tmp_path, monkeypatch):
+    config = parse_config(small_config(output_dir=str(tmp_path), eval_repeats=4, k_values=[1, 4]))
+    script = [
+        lambda a: f"<think>ok</think><answer>{a}</answer>",  # strict format, correct
+        lambda a: f"The answer is <answer>{a}</answer>",  # correct only for lenient extraction
+        lambda a: f"<answer>zzz</answer> no wait, <answer>{a}</answer>",  # revised a wrong answer: self-corrected
+        lambda a: "I do not know",  # no answer
+    ]
+    calls = []
+    real = rg_verl.reward.compute_score
+    monkeypatch.setattr(rg_verl.reward, "compute_score", lambda *a, **k: calls.append(k) or real(*a, **k))
+    backend = ScriptedBackend(answers_by_question(config), script=lambda answer, j: script[j](answer))
+    run_dir = evaluate(config, backend=backend)
+
+    results = json.loads((run_dir / "results.json").read_text())
+    assert len(calls) == NUM_ITEMS * 4 and all(k["mode"] == "lenient" for k in calls)  # every completion, one scorer
+    m = results["metrics"]
+    assert m["accuracy_strict"] == pytest.approx(0.25) and m["accuracy_lenient"] == pytest.approx(0.75)
+    assert m["accuracy"] == pytest.approx(0.75) and m["format_rate"] == pytest.approx(0.25)
+    assert m["revision_rate"] == pytest.approx(0.25) and m["self_correction_rate"] == 1.0
+    assert m["pass@1"] == pytest.approx(0.75) and m["pass@4"] == 1.0 and m["maj@4"] == 1.0
+    assert m["mean_response_tokens"] == pytest.approx(11.5)
+
+    strict = parse_config(small_config(output_dir=str(tmp_path), eval_repeats=4, scoring_mode="strict"))
+    backend = ScriptedBackend(answers_by_question(strict), script=lambda answer, j: script[j](answer))
+    m = json.loads((evaluate(strict, backend=backend) / "results.json").read_text())["metrics"]
+    assert m["accuracy"] == pytest.approx(0.25) and m["accuracy_lenient"] == pytest.approx(0.75)
+
+
+def test_gsm8k_and_math_files_are_evaluated_row_by_row_with_math_verify(tmp_path, math_data):
+    gsm8k = {"format": "gsm8k", "eval": str(math_data / "gsm8k/train.parquet")}
+    math = {"format": "math", "eval": str(math_data / "math/train.jsonl")}
+    config = parse_config(
+        small_config(
+            output_dir=str(tmp_path),
+            eval_repeats=2,
+            categories=[
+                {
+                    "category": "math",
+                    "datasets": [
+                        {"dataset": "gsm8k", "size": 100, "source": gsm8k},
+                        {"dataset": "math_hard", "size": 100, "source": math, "params": {"min_level": 4}},
+                    ],
+                }
+            ],
+        )
+    )
+    assert [len(dataset) for dataset in eval_datasets(config)] == [4, 2]  # every row once: size only caps
+    # one equivalent form in a box, one wrong answer in tags
+    script = [lambda a: f"so the answer is \\boxed{{{a}}}", lambda a: "<answer>-1</answer>"]
+    backend = ScriptedBackend(answers_by_question(config), script=lambda answer, j: script[j](answer))
+    run_dir = evaluate(config, backend=backend)
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["metrics"]["accuracy"] == pytest.approx(0.5)
+    assert results["metrics"]["accuracy_strict"] == 0.0 and results["metrics"]["answer_rate"] == 1.0
+    records = [json.loads(line) for line in (run_dir / "items.jsonl").read_text().splitlines()]
+    answers = {r["completions"][0]["model_answer"] for r in records if r["dataset"] == "math_hard"}
+    assert answers == {"2\\sqrt{3}", "5"}
+
+
+def test_resume_after_interruption_finishes_each_item_once(tmp_path):
+    config = parse_config(small_config(output_dir=str(tmp_path), save_every=2))
+    answers = answers_by_question(config)
+    with pytest.raises(KeyboardInterrupt):
+        evaluate(config, backend=ScriptedBackend(answers, fail_after_calls=2))
+    (run_dir,) = [p.parent for p in tmp_path.glob(f"*/{ITEMS_FILE}")]
+    items_file = run_dir / ITEMS_FILE
+    assert len(items_file.read_text().splitlines()) == 4
+    with open(items_file, "a") as f:  # a write torn by the interruption
+        f.write('{"key": "arithmetic/leg_count')
+
+    with pytest.raises(ConfigError, match="--resume"):  # no silent overwrite of a run
+        evaluate(
+            parse_config(small_config(output_dir=str(tmp_path), run_name=run_dir.name)),
+            backend=ScriptedBackend(answers),
+        )
+    with pytest.raises(ConfigError, match="temperature"):  # a resumed run keeps its settings
+        evaluate(
+            parse_config(small_config(output_dir=str(tmp_path), temperature=0.1)),
+            resume=True,
+            backend=ScriptedBackend(answers),
+        )
+    backend = ScriptedBackend(answers)
+    assert evaluate(config, resume=True, backend=backend) == run_dir
+    assert sum(backend.calls) == NUM_ITEMS - 4  # only the unfinished items were generated
+    keys = [json.loads(line)["key"] for line in items_file.read_text().splitlines()]
+    assert len(keys) == len(set(keys)) == NUM_ITEMS
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["metrics"]["num_items"] == NUM_ITEMS and results["metrics"]["accuracy"] == 1.0
+
+    backend = ScriptedBackend(answers)
+    evaluate(config, resume=True, backend=backend)
+    assert backend.calls == []  # nothing left to do; reports rebuilt
+
+
+class EveryThree(ScriptedBackend):
+    @classmethod
+    def default_save_every(cls, config) -> int:
+        return 3
+
+
+def test_results_are_saved_as_often_as_the_backend_or_the_config_says(tmp_path):
+    config = parse_config(small_config(output_dir=str(tmp_path)))
+    answers = answers_by_question(config)
+    backend = ScriptedBackend(answers)  # the Backend default: every prompt in one call
+    evaluate(config, backend=backend)
+    assert backend.calls == [NUM_ITEMS]
+    backend = EveryThree(answers)
+    evaluate(config, backend=backend)
+    assert backend.calls == [3, 3, 1]
+    backend = EveryThree(answers)
+    evaluate(parse_config(small_config(output_dir=str(tmp_path), save_every=5)), backend=backend)
+    assert backend.calls == [5, 2]  # the config's save_every wins
