@@ -29,7 +29,11 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import importlib.util
+import json
 import math
+import os
+import re
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -37,10 +41,14 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-__all__ = ["ConfigError", "FieldDoc", "check_keys", "field_docs", "option", "parse_section", "plain"]
+__all__ = [
+    "ConfigError", "FieldDoc", "field_docs", "option", "parse_section", "plain",
+    "check", "check_keys", "check_model_path", "check_module_path"
+]
 
 # the limits of an integer field that declares none: positive counts and seeds fit, absurd values do not
 DEFAULT_INT_RANGE = (0, 10**9)
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _NO_DEFAULT = dataclasses.MISSING
 
 
@@ -57,6 +65,7 @@ def option(
     choices: tuple | None = None,
     parse: Callable[[str, Any], Any] | None = None,
     doc_default: str | None = None,
+    noun: str | None = None,
 ) -> Any:
     """A dataclass field with its default, a one-line ``help``, and its limits.
 
@@ -68,9 +77,18 @@ def option(
         parse: ``parse(where, value) -> value`` for a value no type check covers (a mix of datasets,
             a list of entries); it replaces the type check.
         doc_default: the default as the README shows it, where it is not the value itself (``auto``).
+        noun: what one of ``choices`` is, for the error ("'fuzzy' is not a mode; set one of ...").
     """
-    metadata = {"help": help, "low": low, "high": high, "choices": choices, "parse": parse, "doc_default": doc_default}
-    if isinstance(default, (dict, list)):
+    metadata = {
+        "help": help,
+        "low": low,
+        "high": high,
+        "choices": choices,
+        "parse": parse,
+        "doc_default": doc_default,
+        "noun": noun,
+    }
+    if isinstance(default, dict | list):
         return dataclasses.field(default_factory=lambda: type(default)(default), metadata=metadata)
     if dataclasses.is_dataclass(default) and isinstance(default, type):
         return dataclasses.field(default_factory=default, metadata=metadata)
@@ -79,7 +97,7 @@ def option(
 
 def plain(value: Any) -> Any:
     """An OmegaConf node as plain dicts and lists (interpolations resolved); anything else unchanged."""
-    if isinstance(value, (DictConfig, ListConfig)):
+    if isinstance(value, DictConfig | ListConfig):
         return OmegaConf.to_container(value, resolve=True)
     return value
 
@@ -99,7 +117,7 @@ def _join(where: str, key: Any) -> str:
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _check_type(where: str, kind: Any, value: Any, meta: Mapping) -> Any:
@@ -112,7 +130,8 @@ def _check_type(where: str, kind: Any, value: Any, meta: Mapping) -> Any:
         return _check_type(where, inner, value, meta)
     if meta.get("choices") is not None:
         if value not in meta["choices"]:
-            raise ConfigError(f"{where}: {value!r} is not valid; set one of {', '.join(map(str, meta['choices']))}")
+            what = f"a {meta['noun']}" if meta.get("noun") else "valid"
+            raise ConfigError(f"{where}: {value!r} is not {what}; set one of {', '.join(map(str, meta['choices']))}")
         return value
     if kind is bool:
         if not isinstance(value, bool):
@@ -141,6 +160,19 @@ def _check_type(where: str, kind: Any, value: Any, meta: Mapping) -> Any:
             raise ConfigError(f"{where}: {value!r} is not a mapping; set one, e.g. {{}}")
         return dict(value)
     return value
+
+
+def check(where: str, kind: Any, value: Any, *, low: float | None = None, high: float | None = None) -> Any:
+    """One value checked as a field declared ``kind = option(..., low=, high=)`` would be.
+
+    For values whose limits depend on other fields (a curriculum level, a file's level filter).
+
+    >>> check("levels.math.max_level", int, 7, low=1, high=5)
+    Traceback (most recent call last):
+    ...
+    rg_verl.schema.ConfigError: levels.math.max_level: 7 is not an integer in [1, 5]; set one
+    """
+    return _check_type(where, kind, value, {"low": low, "high": high})
 
 
 def _check_float(where: str, value: Any, low: float | None, high: float | None) -> float:
@@ -187,13 +219,86 @@ def parse_section(cls: type, section: Any, where: str, skip: tuple[str, ...] = (
     return instance
 
 
+# ---- checks that several sections share
+
+
+def check_model_path(where: str, path: Any) -> None:
+    """A model path must be an existing local directory or look like a hub id (``org/name``)."""
+    if not isinstance(path, str) or not path:
+        raise ConfigError(f"{where}: {path!r} is not a model path; set a local directory or a hub id like org/name")
+    if os.path.isdir(path) or (HUB_ID.match(path) and not os.path.isabs(path) and not os.path.exists(path)):
+        return
+    raise ConfigError(
+        f"{where}: {path!r} is neither a local model directory nor a hub id (org/name); "
+        "fix the path or download the model first"
+    )
+
+
+def _module_of(path: Any, package: str) -> str | None:
+    """The module of ``package`` that ``pkg://<module>`` or ``.../<package>/x/y.py`` names, else None."""
+    if not isinstance(path, str):
+        return None
+    if path.startswith("pkg://"):
+        module = path[len("pkg://") :]
+    elif path.endswith(".py") and f"{package}/" in path:
+        module = package + "." + path.rsplit(f"{package}/", 1)[1][: -len(".py")].replace("/", ".")
+    else:
+        return None
+    return module if module.split(".")[0] == package else None
+
+
+def check_module_path(where: str, path: Any, package: str, moved: Mapping[str, str] | None = None) -> None:
+    """A field that names a module of ``package`` for a library to import (``pkg://a.b`` or ``.../a/b.py``).
+
+    The module must exist; one listed in ``moved`` (old -> new name) fails with its new ``pkg://`` path.
+    Paths outside ``package`` are left to the library that imports them.
+
+    >>> check_module_path("custom_cls.path", "pkg://rg_verl.tiny", "rg_verl", {"rg_verl.tiny": "rg_verl.tiny_model"})
+    Traceback (most recent call last):
+    ...
+    rg_verl.schema.ConfigError: custom_cls.path: 'pkg://rg_verl.tiny' moved to 'pkg://rg_verl.tiny_model'; set ...
+    """
+    module = _module_of(path, package)
+    if module is None:
+        return
+    if moved and module in moved:
+        new = f"pkg://{moved[module]}"
+        raise ConfigError(f"{where}: {path!r} moved to {new!r}; set {where}={new}")
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        found = False
+    if not found:
+        raise ConfigError(f"{where}: {path!r} names no module of {package}; fix the path")
+
+
 @dataclasses.dataclass(frozen=True)
 class FieldDoc:
-    """One documented field: its dotted name under the section, its default as shown, and its help."""
+    """One documented field: its dotted name under the section, its default, its help.
+
+    ``shown`` is the default as the README's field tables write it: ``doc_default`` where the field
+    declares one, else the value in YAML spelling (``true``, ``none``, ``{}``, ``0.7``).
+    """
 
     name: str
     default: Any
     help: str
+    doc_default: str | None = None
+
+    @property
+    def shown(self) -> str:
+        """The default as the README shows it.
+
+        >>> FieldDoc("enabled", False, "").shown, FieldDoc("levels", {}, "").shown, FieldDoc("p", None, "").shown
+        ('false', '{}', 'none')
+        """
+        if self.doc_default is not None:
+            return self.doc_default
+        if self.default is None:
+            return "none"
+        if isinstance(self.default, bool | dict | list):
+            return json.dumps(self.default)
+        return str(self.default)
 
 
 def field_docs(cls: type, prefix: str = "") -> list[FieldDoc]:
@@ -211,5 +316,5 @@ def field_docs(cls: type, prefix: str = "") -> list[FieldDoc]:
             default = f.default_factory()
         else:
             default = _NO_DEFAULT
-        docs.append(FieldDoc(name, default, f.metadata.get("help", "")))
+        docs.append(FieldDoc(name, default, f.metadata.get("help", ""), f.metadata.get("doc_default")))
     return docs

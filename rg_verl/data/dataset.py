@@ -56,7 +56,7 @@ from torch.utils.data import Dataset
 
 from rg_verl.config import AdaptiveWeightsConfig, CurriculumConfig, ReasoningGymConfig
 from rg_verl.data.curriculum import MixState
-from rg_verl.data.files import MathFileDataset
+from rg_verl.data.files import FileDataset
 from rg_verl.vocab import (
     DATASET_OFFSET_RANGE,
     SPLIT_STRIDE,
@@ -68,6 +68,7 @@ from rg_verl.vocab import (
 )
 
 __all__ = ["ReasoningGymDataset", "parse_data_files", "split_seed", "dataset_seed", "to_json_safe"]
+
 
 def parse_data_files(data_files: Any) -> str:
     """Returns the split named by ``data_files``.
@@ -82,7 +83,7 @@ def parse_data_files(data_files: Any) -> str:
         ValueError: If ``data_files`` has any other form.
     """
     value = data_files
-    if isinstance(value, (list, tuple, ListConfig)):
+    if isinstance(value, list | tuple | ListConfig):
         value = value[0] if len(value) == 1 else None
     if isinstance(value, str) and value.startswith(SPLIT_URI) and value[len(SPLIT_URI) :] in SPLITS:
         return value[len(SPLIT_URI) :]
@@ -104,7 +105,7 @@ def dataset_seed(base_seed: int, split: str, name: str) -> int:
 
 
 def _json_default(obj: Any) -> Any:
-    if isinstance(obj, (set, frozenset)):
+    if isinstance(obj, set | frozenset):
         items = list(obj)
         try:
             return sorted(items)
@@ -121,10 +122,10 @@ def _stringify_keys(obj: Any) -> Any:
     # JSON only allows str/int/float/bool/None keys; turn e.g. tuple keys into strings.
     if isinstance(obj, Mapping):
         return {
-            (k if isinstance(k, (str, int, float, bool)) or k is None else str(k)): _stringify_keys(v)
+            (k if isinstance(k, str | int | float | bool) or k is None else str(k)): _stringify_keys(v)
             for k, v in obj.items()
         }
-    if isinstance(obj, (list, tuple)):
+    if isinstance(obj, list | tuple):
         return [_stringify_keys(v) for v in obj]
     return obj
 
@@ -158,8 +159,9 @@ class ReasoningGymDataset(Dataset):
         self.tokenizer = tokenizer
         self.processor = processor
         section = config.get("reasoning_gym") if config is not None else None
-        # no split's files are read by the check: _build reads this split's, and its errors name the file
-        settings = ReasoningGymConfig.from_section(section, where="data.reasoning_gym", splits=())
+        # the section's files were checked before the run (rg_verl.data.files.check_sources); _build reads
+        # this split's, and its errors name the file
+        settings = ReasoningGymConfig.from_section(section, where="data.reasoning_gym")
         self.base_seed = settings.seed
         self.split_seed = split_seed(self.base_seed, self.split)
         self.size = settings.size(self.split)
@@ -209,7 +211,7 @@ class ReasoningGymDataset(Dataset):
         config = self.state.dataset_config(name, spec.config)
         if spec.source is not None:
             seed = dataset_seed(self.base_seed, self.split, name)
-            return MathFileDataset(name, spec.source, self.split, config, seed=seed)
+            return FileDataset(name, spec.source, self.split, config, seed=seed)
         return create_dataset(name, **config, seed=dataset_seed(self.base_seed, self.split, name), size=self.size)
 
     def __len__(self) -> int:

@@ -1,4 +1,4 @@
-"""GSM8K and MATH from files: items in the same entry format as reasoning-gym's.
+"""GSM8K and MATH from files: the rows of a split, as entries in reasoning-gym's format, checked before a run.
 
 A mix entry of ``reasoning_gym.datasets`` with a ``source`` reads its items from a file
 instead of generating them::
@@ -16,24 +16,15 @@ instead of generating them::
           source: {format: math, train: data/math/train.jsonl, val: data/math/test.jsonl}
           config: {min_level: 1, max_level: 5, types: [Algebra, Prealgebra]}
 
-The two layouts are the public datasets' own:
+The layouts, and how a row becomes an entry, are in ``rg_verl.data.formats``. An entry's data
+source is ``math/<name>``, scored by math-verify's equivalence (``rg_verl.reward.math_verify``).
+``eval`` defaults to ``val``. Item ``i`` of a split is row ``i mod n`` of the filtered rows in a
+seeded order, so a split shorter than its file draws from all of it (MATH files are sorted by
+subject), and ``n`` items cover every row once. The difficulty curriculum
+(``rg_verl.data.curriculum.LevelCurriculum``) raises the maximum level over training.
 
-- ``gsm8k`` (``openai/gsm8k``): ``question``, ``answer``. The reference is the text after the
-  last ``####`` of ``answer``, without thousands separators.
-- ``math`` (``hendrycks/competition_math``, ``EleutherAI/hendrycks_math``, ``MATH-500``):
-  ``problem``, ``solution``, ``level`` (``"Level 3"`` or ``3``), ``type`` (or ``subject``). The
-  reference is the content of the last ``\\boxed{}`` of ``solution`` (else an ``answer`` column).
-  Rows without a reference are skipped. ``config`` filters by ``min_level``/``max_level`` and
-  ``types``; rows whose level is unknown are kept only without a level filter.
-
-Each entry is ``{"question", "answer", "metadata": {...}}``, like a reasoning-gym entry, so the
-dataset, the reward and the evaluator handle both alike. Its data source is ``math/<name>``,
-scored by math-verify's equivalence (``rg_verl.reward.math_verify``). ``eval`` defaults to ``val``.
-Item ``i`` of a split is row ``i mod n`` of the filtered rows in a seeded order, so a split shorter
-than its file draws from all of it (MATH files are sorted by subject), and ``n`` items cover every
-row once. Cells that are empty, a missing question or an empty reference skip the row.
-
-The difficulty curriculum (``rg_verl.data.curriculum.LevelCurriculum``) raises the maximum level over training.
+``rg_verl.config`` checks the shape of a ``source`` without touching the disk; :func:`check_sources`
+reads the files a run needs and checks them before training starts (``rg_verl.grpo.launch``).
 """
 
 from __future__ import annotations
@@ -42,103 +33,23 @@ import functools
 import json
 import os
 import random
-import re
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
-from rg_verl.reward.math_verify import gsm8k_reference, last_boxed
+from rg_verl.config import DatasetSpec, FileSource, ReasoningGymConfig
+from rg_verl.data.curriculum import LevelCurriculum
+from rg_verl.data.formats import FILE_SUFFIXES, FORMATS
+from rg_verl.schema import ConfigError
 from rg_verl.vocab import FILE_CATEGORY
 
-__all__ = [
-    "FORMATS",
-    "FileSource",
-    "MathFileDataset",
-    "gsm8k_entry",
-    "math_entry",
-    "read_rows",
-]
-
-FILE_SUFFIXES = (".parquet", ".jsonl", ".json")
-HUB_KEYS = ("hub", "name", "split")
-_LEVEL = re.compile(r"^\s*(?:level\s*)?(\d+)\s*$", re.IGNORECASE)
+__all__ = ["FileDataset", "FileSource", "SourceError", "check_sources", "read_rows"]
 
 
 class SourceError(ValueError):
     """A file source that cannot be read or has the wrong layout; the message names the file."""
 
 
-def parse_level(value: Any) -> int | None:
-    """MATH's difficulty as an int: ``"Level 3"``, ``"3"`` and ``3`` give 3; ``"Level ?"`` gives None.
-
-    >>> parse_level("Level 4"), parse_level(2), parse_level(3.0), parse_level("Level ?")
-    (4, 2, 3, None)
-    """
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float):  # pandas writes an int column with missing values as floats
-        return int(value) if value.is_integer() else None
-    match = _LEVEL.match(value) if isinstance(value, str) else None
-    return int(match.group(1)) if match else None
-
-
-def _text(value: Any) -> str:
-    """A cell as text; a missing cell (None) is empty."""
-    return "" if value is None else str(value)
-
-
-def gsm8k_entry(row: dict, index: int) -> dict | None:
-    """A GSM8K row (``question``, ``answer``) as an entry; None without a question or a ``#### n`` reference."""
-    question, solution = _text(row["question"]), _text(row["answer"])
-    reference = gsm8k_reference(solution) if "####" in solution else ""
-    if not question.strip() or not reference:
-        return None
-    return {"question": question, "answer": reference, "metadata": {"row": index, "solution": solution}}
-
-
-def math_entry(row: dict, index: int) -> dict | None:
-    """A MATH row (``problem``, ``solution``, ``level``, ``type``) as an entry; None without problem or reference."""
-    problem, solution = _text(row["problem"]), _text(row["solution"])
-    answer = last_boxed(solution)
-    if answer is None and row.get("answer") is not None:
-        answer = str(row["answer"])
-    if not problem.strip() or answer is None or not answer.strip():
-        return None
-    return {
-        "question": problem,
-        "answer": answer.strip(),
-        "metadata": {
-            "row": index,
-            "solution": solution,
-            "level": parse_level(row.get("level")),
-            "type": row.get("type", row.get("subject")),
-        },
-    }
-
-
-@dataclass(frozen=True)
-class Format:
-    """A column layout: the columns a row must have, and how a row becomes an entry."""
-
-    columns: tuple[str, ...]
-    to_entry: Callable[[dict, int], dict | None]
-    # keys of the mix entry's ``config`` this format understands
-    config_keys: tuple[str, ...] = ()
-    # whether entries carry a difficulty level (``metadata.level``) that a curriculum can use
-    has_levels: bool = False
-
-
-FORMATS = {
-    "gsm8k": Format(columns=("question", "answer"), to_entry=gsm8k_entry),
-    "math": Format(
-        columns=("problem", "solution"),
-        to_entry=math_entry,
-        config_keys=("min_level", "max_level", "types"),
-        has_levels=True,
-    ),
-}
+# ---- reading rows
 
 
 def _read_json(path: str) -> list[dict]:
@@ -206,25 +117,32 @@ def read_rows(source: str | dict) -> tuple[dict, ...]:
     return _cached_rows(json.dumps(source, sort_keys=True))
 
 
-@dataclass
-class FileSource:
-    """The ``source`` of a mix entry: a column layout and one file (or hub split) per split.
-
-    Args:
-        format: a key of :data:`FORMATS`.
-        files: split -> a path or ``{hub, name, split}``; ``eval`` falls back to ``val``.
-    """
-
-    format: str
-    files: dict[str, Any] = field(default_factory=dict)
-
-    def file(self, split: str) -> Any:
-        if split == "eval" and "eval" not in self.files:
-            split = "val"
-        return self.files.get(split)
+def _check_columns(label: str, rows: Sequence[Any], layout: str) -> None:
+    """Every row is a record with the columns of format ``layout``; else the first bad row is named."""
+    columns = FORMATS[layout].columns
+    for index, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise SourceError(f"{label}: row {index} is {type(row).__name__}, not a record of named columns")
+        missing = [c for c in columns if c not in row]
+        if missing:
+            raise SourceError(
+                f"{label}: row {index} has no column {', '.join(map(repr, missing))} for format "
+                f"{layout!r} (it has {', '.join(map(repr, row))}); expected {', '.join(columns)}"
+            )
 
 
-class MathFileDataset:
+def _passes(entry: dict, config: dict) -> bool:
+    """Whether an entry passes the level and type filters of a mix entry's ``config``."""
+    min_level, max_level = config.get("min_level"), config.get("max_level")
+    level = entry["metadata"].get("level")
+    if (min_level is not None or max_level is not None) and level is None:
+        return False
+    if min_level is not None and level < min_level or max_level is not None and level > max_level:
+        return False
+    return not config.get("types") or entry["metadata"].get("type") in config["types"]
+
+
+class FileDataset:
     """The entries of one split of a file source, filtered by difficulty and type.
 
     Args:
@@ -246,34 +164,12 @@ class MathFileDataset:
         file = source.file(split)
         if file is None:
             raise SourceError(f"dataset {name!r} has no {split} file; set {split} in its source")
-        layout = FORMATS[source.format]
         rows = read_rows(file)
         label = file if isinstance(file, str) else f"hub {file.get('hub')}"
-        for index, row in enumerate(rows):
-            if not isinstance(row, dict):
-                raise SourceError(f"{label}: row {index} is {type(row).__name__}, not a record of named columns")
-            missing = [c for c in layout.columns if c not in row]
-            if missing:
-                raise SourceError(
-                    f"{label}: row {index} has no column {', '.join(map(repr, missing))} for format "
-                    f"{source.format!r} (it has {', '.join(map(repr, row))}); expected {', '.join(layout.columns)}"
-                )
+        _check_columns(label, rows, source.format)
         config = dict(config or {})
-        min_level, max_level = config.get("min_level"), config.get("max_level")
-        types = set(config["types"]) if config.get("types") else None
-        entries = []
-        for index, row in enumerate(rows):
-            entry = layout.to_entry(row, index)
-            if entry is None:
-                continue
-            level = entry["metadata"].get("level")
-            if (min_level is not None or max_level is not None) and level is None:
-                continue
-            if min_level is not None and level < min_level or max_level is not None and level > max_level:
-                continue
-            if types is not None and entry["metadata"].get("type") not in types:
-                continue
-            entries.append(entry)
+        to_entry = FORMATS[source.format].to_entry
+        entries = [e for e in (to_entry(row, index) for index, row in enumerate(rows)) if e and _passes(e, config)]
         if not entries:
             raise SourceError(
                 f"{label}: no usable row for dataset {name!r} (of {len(rows)} rows) with config {config}; "
@@ -289,3 +185,64 @@ class MathFileDataset:
 
     def __getitem__(self, index: int) -> dict:
         return self.entries[index % len(self.entries)]
+
+
+# ---- the check before training: every file a run needs, read once
+
+
+def _open_split(where: str, name: str, spec: DatasetSpec, split: str) -> FileDataset:
+    """Split ``split`` of file dataset ``name`` (at ``where``), or a ConfigError naming the field and the fix."""
+    at = f"{where}.source.{split}"
+    file = spec.source.file(split)
+    if file is None:
+        raise ConfigError(f"{at}: missing; set the {split} file of dataset {name!r}")
+    if isinstance(file, str) and not os.path.isfile(os.path.expanduser(file)):
+        raise ConfigError(
+            f"{at}: {file!r} does not exist; download GSM8K and MATH with "
+            "'python utils/download_math_data.py --out data' or point this field at your copy"
+        )
+    try:
+        return FileDataset(name, spec.source, split, spec.config)
+    except SourceError as error:
+        raise ConfigError(f"{at}: {error}") from None
+
+
+def _check_lowest_level(where: str, dataset: FileDataset, config: dict) -> None:
+    """A level curriculum can go down to the config's lowest level: training rows must exist there."""
+    low, _ = LevelCurriculum.level_range(config)
+    levels = (entry["metadata"].get("level") for entry in dataset.entries)
+    if not any(level is not None and level <= low for level in levels):
+        raise ConfigError(
+            f"{where}: no training row has a level <= {low}, where the curriculum can go down to; "
+            "raise the dataset's config.min_level or loosen its filters"
+        )
+
+
+def check_sources(
+    settings: ReasoningGymConfig, splits: Sequence[str] = ("train", "val"), where: str = "reasoning_gym"
+) -> None:
+    """Read and check the file of every file dataset for each of ``splits``, before anything is built.
+
+    ``rg_verl.config`` checks the shape of a source; this checks what only the files can tell: the
+    file exists, its rows have the format's columns, the filters leave rows, and a level curriculum's
+    lowest level has training rows. Each file is read once per process (:func:`read_rows` caches it),
+    so the datasets built afterwards do not read it again.
+
+    Args:
+        settings: the parsed ``reasoning_gym`` section.
+        splits: the splits the caller will draw from: training needs ``train`` and ``val``, the
+            evaluator ``eval``.
+        where: the section's name in the messages.
+
+    Raises:
+        ConfigError: naming the field (``<where>.datasets.<name>.source.<split>``), the file and the fix.
+    """
+    for split in splits:
+        mix = settings.mix(split)
+        mix_where = f"{where}.{'datasets' if mix is settings.datasets else 'val_datasets'}"
+        for name, spec in mix.items():
+            if spec.source is None:
+                continue
+            dataset = _open_split(f"{mix_where}.{name}", name, spec, split)
+            if split == "train" and name in settings.curriculum.levels:
+                _check_lowest_level(f"{where}.curriculum.levels.{name}", dataset, spec.config)

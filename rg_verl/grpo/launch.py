@@ -2,8 +2,10 @@
 
 A config travels through four rooms, once each:
 
-1. **validation** (:func:`rg_verl.config.validate`): our sections' schemas, before anything is built;
-2. **data** (:func:`rg_verl.data.files.check_sources`): every file dataset's files are read and checked;
+1. **validation** (:func:`rg_verl.config.validate`): our sections' schemas, the trainer and the plugin
+   paths, before anything is built;
+2. **data** (:func:`rg_verl.data.files.check_sources`): every file dataset's files are read and checked
+   (``+dry_run=true`` stops after this room and prints sample items);
 3. **device** (:func:`prepare`): the CPU settings, the tiny model, the plugin environment;
 4. **launch**: verl's own checks, then ``run_ppo`` with verl's V1 task runner.
 
@@ -37,6 +39,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 import rg_verl
 from rg_verl.config import ConfigError, validate
 from rg_verl.cpu.settings import PLATFORM_MODULE, apply_cpu_settings, cpu_env
+from rg_verl.data.files import check_sources
 from rg_verl.vocab import SPLITS
 
 logger = logging.getLogger(__name__)
@@ -88,13 +91,11 @@ def ensure_model(config: DictConfig) -> None:
     path = config.actor_rollout_ref.model.path
     if not OmegaConf.select(config, "tiny_model.build_if_missing", default=False) or not os.path.isabs(path):
         return
-    import inspect
-
-    from rg_verl.tiny_model import build_tiny_model, ensure_tiny_model, warm_start_options
+    from rg_verl.tiny_model import build_options, ensure_tiny_model, warm_start_options
 
     options = OmegaConf.to_container(config.tiny_model, resolve=True)
     options.pop("build_if_missing")
-    valid = [n for n, p in inspect.signature(build_tiny_model).parameters.items() if p.kind is p.KEYWORD_ONLY]
+    valid = build_options()
     unknown = sorted(set(options) - set(valid))
     if unknown:
         raise ConfigError(f"tiny_model.{unknown[0]}: unknown key; valid keys: build_if_missing, {', '.join(valid)}")
@@ -166,11 +167,12 @@ def dry_run(config: DictConfig, samples: int = 3) -> None:
 
 
 def run(config: DictConfig) -> None:
-    """Check our sections, then verl's (as its ``main_ppo`` does), then train.
+    """Check our sections and the data files, then verl's sections (as its ``main_ppo`` does), then train.
 
-    ``+dry_run=true`` stops after the checks and prints the config and sample items instead.
+    ``+dry_run=true`` stops after our checks and prints the config and sample items instead.
     """
-    validate(config)
+    settings = validate(config)
+    check_sources(settings)
     if config.get("dry_run", False):
         dry_run(config)
         return
@@ -180,8 +182,6 @@ def run(config: DictConfig) -> None:
     from verl.utils.config import validate_config
 
     validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
-    if not config.trainer.use_v1:
-        raise ValueError("rg-verl runs on verl's V1 trainer; remove trainer.use_v1=False")
     run_ppo(config, task_runner_class=TaskRunnerV1)
 
 

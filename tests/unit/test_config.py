@@ -1,9 +1,12 @@
 """rg_verl.config: our sections are checked before Ray, and every error names field, value and fix."""
 
+import importlib.util
+import re
+
 import pytest
 from omegaconf import OmegaConf
 
-from rg_verl.config import ConfigError, ReasoningGymConfig, RewardConfig, check_model_path, validate
+from rg_verl.config import MOVED_MODULES, ConfigError, ReasoningGymConfig, RewardConfig, check_model_path, validate
 
 
 def rg(**overrides):
@@ -98,3 +101,95 @@ def test_curriculum_needs_an_in_process_dataloader(tmp_path):
         validate(config)
     config.data.dataloader_num_workers = 0
     assert validate(config).curriculum.levels == {"chain_sum": {"*": 1}}
+
+
+def test_reward_config_defaults_and_parsed_values():
+    defaults = RewardConfig.from_section(None)
+    assert (defaults.mode, defaults.terms, defaults.tokenizer_path) == ("lenient", {}, None)
+    assert defaults.max_response_length is None and defaults.math_datasets == []
+    kwargs = {"mode": "strict", "terms": {"format": 1, "length": 0.5}, "tokenizer_path": "o/t"}
+    kwargs["max_response_length"] = 64
+    parsed = RewardConfig.from_section(kwargs)
+    assert parsed.mode == "strict" and parsed.terms == {"format": 1.0, "length": 0.5}
+    assert isinstance(parsed.terms["format"], float) and parsed.max_response_length == 64
+    with pytest.raises(ConfigError, match=r"^reward\.custom_reward_function\.reward_kwargs\.max_response_length: 0 is"):
+        RewardConfig.from_section({"max_response_length": 0})
+    with pytest.raises(ConfigError, match=r"^r\.math_datasets: unknown reasoning-gym dataset 'chain_sun'"):
+        RewardConfig.from_section({"math_datasets": ["chain_sun"]}, where="r")
+    assert RewardConfig.from_section({"terms": {"length": 0.0}}).terms == {"length": 0.0}  # off: no tokenizer needed
+
+
+@pytest.mark.parametrize(
+    "section, message",
+    [
+        ({"curriculum": {"enabled": "yes"}}, r"reasoning_gym\.curriculum\.enabled: 'yes' is not true or false"),
+        ({"curriculum": {"success_threshold": 1.5}}, r"curriculum\.success_threshold: 1\.5 is above 1\.0"),
+        ({"adaptive_weights": {"floor": 1.5}}, r"adaptive_weights\.floor: 1\.5 is above 1\.0; set a value <= 1\.0"),
+        ({"adaptive_weights": {"window": 0}}, r"adaptive_weights\.window: 0 is not an integer in \[1, 1000000\]"),
+        ({"adaptive_weights": {"flor": 0.5}}, r"adaptive_weights\.flor: unknown key \(did you mean 'floor'\?\)"),
+        ({"system_prompt": 3}, r"reasoning_gym\.system_prompt: 3 is not text"),
+        ({"seed": 10**9}, r"reasoning_gym\.seed: 1000000000 is not an integer in \[0, 999999999\]"),
+    ],
+)
+def test_declared_limits_name_the_field(section, message):
+    with pytest.raises(ConfigError, match=message):
+        rg(**section)
+
+
+def test_a_missing_section_says_what_to_add():
+    with pytest.raises(ConfigError, match=r"^reasoning_gym: missing; add a reasoning_gym section"):
+        ReasoningGymConfig.from_section(None)
+
+
+def composed_minimal(tmp_path, **sections) -> OmegaConf:
+    return OmegaConf.create(
+        {
+            "reasoning_gym": {"datasets": {"chain_sum": {}}},
+            "actor_rollout_ref": {"model": {"path": str(tmp_path)}},
+            **sections,
+        }
+    )
+
+
+def test_the_v1_trainer_is_required_before_anything_is_built(tmp_path):
+    # a bad model path would also fail: the trainer is checked first, so nothing else is looked at
+    config = composed_minimal(tmp_path, trainer={"use_v1": False})
+    config.actor_rollout_ref.model.path = str(tmp_path / "absent")
+    with pytest.raises(ConfigError, match=r"^trainer\.use_v1: False; rg-verl runs on verl's V1 trainer"):
+        validate(config)
+    config.trainer.use_v1 = True
+    config.actor_rollout_ref.model.path = str(tmp_path)
+    assert list(validate(config).datasets) == ["chain_sum"]
+
+
+@pytest.mark.parametrize(
+    "key, path, new",
+    [
+        ("data.custom_cls.path", "pkg://rg_verl.dataset", "pkg://rg_verl.data.dataset"),
+        ("reward.custom_reward_function.path", "pkg://rg_verl.math_answer", "pkg://rg_verl.reward.math_verify"),
+        ("data.custom_cls.path", "/opt/rg-verl/rg_verl/dataset.py", "pkg://rg_verl.data.dataset"),
+    ]
+    + [("data.custom_cls.path", f"pkg://{old}", f"pkg://{new}") for old, new in sorted(MOVED_MODULES.items())],
+)
+def test_a_module_path_that_moved_names_its_new_path(tmp_path, key, path, new):
+    config = composed_minimal(tmp_path)
+    OmegaConf.update(config, key, path, force_add=True)
+    with pytest.raises(ConfigError, match=rf"^{re.escape(key)}: '{re.escape(path)}' moved to '{re.escape(new)}'"):
+        validate(config)
+    OmegaConf.update(config, key, new)
+    validate(config)
+
+
+def test_every_new_module_path_exists():
+    for new in set(MOVED_MODULES.values()):
+        assert importlib.util.find_spec(new) is not None, new
+
+
+def test_module_paths_of_our_package_must_exist_and_others_are_left_to_verl(tmp_path):
+    config = composed_minimal(tmp_path, reward={"custom_reward_function": {"path": "pkg://rg_verl.reward"}})
+    validate(config)  # the reward package exports compute_score
+    config.reward.custom_reward_function.path = "pkg://rg_verl.rewards"
+    with pytest.raises(ConfigError, match=r"reward\.custom_reward_function\.path: 'pkg://rg_verl\.rewards' names no"):
+        validate(config)
+    config.reward.custom_reward_function.path = "pkg://my_project.reward"  # someone else's module
+    validate(config)

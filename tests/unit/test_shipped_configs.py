@@ -5,7 +5,6 @@ moment it exists. Files named ``_*.yaml`` are shared layers that experiment conf
 defaults; they are not configs on their own.
 """
 
-import ast
 import contextlib
 import copy
 import dataclasses
@@ -89,7 +88,7 @@ def mix(config: DictConfig, section: str) -> dict:
     return OmegaConf.to_container(value, resolve=True) if value else {}
 
 
-def test_the_issue_configs_exist():
+def test_the_experiment_configs_exist():
     names = {config_id(p) for p in CONFIGS}
     inter = ["algorithmic", "algebra", "logic", "games", "arithmetic", "cognition", "geometry", "graphs", "arc"]
     intra = ["algebra", "algorithmic", "arithmetic", "cognition", "games", "graphs"]
@@ -159,6 +158,10 @@ def test_config_names_only_registered_datasets(path):
         assert not unknown, f"reasoning_gym.{section} names unknown datasets {sorted(unknown)}"
 
 
+# the reference project's run lengths: 500 steps unless listed (by config name, then by folder)
+EXPERIMENT_STEPS = {"external_benchmarks": 2000, "knights_knaves_curriculum": 300, "knights_knaves_no_curriculum": 300}
+
+
 @pytest.mark.parametrize("path", REFERENCE_EXPERIMENTS, ids=config_id)
 def test_experiment_uses_the_reference_grpo_setup(path):
     config = composed(path)
@@ -179,7 +182,7 @@ def test_experiment_uses_the_reference_grpo_setup(path):
     terms = config.reward.custom_reward_function.reward_kwargs.terms
     assert terms.format > 0 and terms.length > 0, "experiments shape the reward with format and length terms"
     steps = config.trainer.total_training_steps
-    assert steps == {"external_benchmarks": 2000, "curriculum": steps}.get(path.parent.name, 500)
+    assert steps == EXPERIMENT_STEPS.get(path.stem, EXPERIMENT_STEPS.get(path.parent.name, 500)), steps
     # every training prompt of the run is a fresh item
     assert config.reasoning_gym.train_size >= steps * config.data.train_batch_size
 
@@ -280,7 +283,7 @@ def test_experiment_command_composes_and_draws_items_from_any_directory(tmp_path
     assert sources["val"] and sources["val"] <= set(mix(expected, "val_datasets"))
 
 
-# --- every key of our sections is read by code -------------------------------------------------
+# --- every key of our sections is read by the code that uses it ----------------------------------
 
 
 def _section_classes() -> list[type]:
@@ -292,49 +295,101 @@ def _section_classes() -> list[type]:
     ]
 
 
-SECTION_FIELDS = [(cls, f.name) for cls in _section_classes() for f in dataclasses.fields(cls)]
+SCHEMA_FILES = {str(PACKAGE / "config.py"), str(PACKAGE / "schema.py")}
 
 
-@functools.cache
-def _names_read_outside_config() -> frozenset[str]:
-    """Names that code in rg_verl/ other than config.py reads.
+def _read_by_a_user(frame, accessors: set[str]) -> bool:
+    """Whether the field read at ``frame`` is code in rg_verl/ using the config, not parsing or validating it.
 
-    That is: attributes (``settings.seed``), string keys (``section["seed"]``), function parameters
-    the function's body uses (verl passes ``reward_kwargs`` as keyword arguments), and the ``self.``
-    fields read by a method of a config dataclass that such code calls (``settings.mix(split)``).
+    A read inside a config class's accessor (``settings.mix(split)``) counts for the code that calls it.
     """
-    read: set[str] = set()
-    config_py = PACKAGE / "config.py"
-    for path in PACKAGE.rglob("*.py"):
-        if path == config_py:
-            continue
-        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-            if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
-                read.add(node.attr)
-            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-                read.add(node.value)
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                params = {a.arg for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs}
-                used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-                read |= params & used
-    for cls in ast.walk(ast.parse(config_py.read_text())):
-        if not isinstance(cls, ast.ClassDef):
-            continue
-        for method in cls.body:
-            if isinstance(method, ast.FunctionDef) and method.name in read and method.name != "from_section":
-                read |= {
-                    n.attr
-                    for n in ast.walk(method)
-                    if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self"
-                }
-    return frozenset(read)
+    while frame is not None and frame.f_code.co_filename in SCHEMA_FILES:
+        if frame.f_code.co_name not in accessors:
+            return False
+        frame = frame.f_back
+    return frame is not None and frame.f_code.co_filename.startswith(str(PACKAGE))
 
 
-@pytest.mark.parametrize("cls, name", SECTION_FIELDS, ids=[f"{c.__name__}.{n}" for c, n in SECTION_FIELDS])
-def test_every_key_of_our_sections_is_read_by_code(cls, name):
-    assert name in _names_read_outside_config(), (
-        f"{cls.__name__}.{name} is accepted in configs but nothing in rg_verl/ outside config.py reads it; "
-        "use it or remove it"
+def record_field_reads(monkeypatch, classes: list[type]) -> dict[type, set[str]]:
+    """From now on, the fields of ``classes`` that code outside config.py and schema.py reads."""
+    reads = defaultdict(set)
+    accessors = {
+        name
+        for cls in classes
+        for name, member in vars(cls).items()
+        if inspect.isfunction(member) and not name.startswith("_") and name != "validate"
+    }
+    for cls in classes:
+        names = {f.name for f in dataclasses.fields(cls)}
+
+        def getattribute(self, name, cls=cls, names=names):
+            if name in names and _read_by_a_user(sys._getframe(1), accessors):
+                reads[cls].add(name)
+            return object.__getattribute__(self, name)
+
+        monkeypatch.setattr(cls, "__getattribute__", getattribute)
+    return reads
+
+
+def test_every_reasoning_gym_field_is_read_by_the_code_that_uses_it(monkeypatch, math_data):
+    """Train on a section that sets every field (the checks, the three splits, curriculum steps): each is read."""
+    from rg_verl.data.dataset import ReasoningGymDataset
+    from rg_verl.data.files import check_sources
+
+    classes = [cls for cls in _section_classes() if cls is not rg_verl.config.RewardConfig]
+    reads = record_field_reads(monkeypatch, classes)
+    gsm8k = {"format": "gsm8k", "train": str(math_data / "gsm8k/train.parquet"), "val": "unused.jsonl"}
+    section = {
+        "datasets": {"chain_sum": {"weight": 2.0, "config": {"max_terms": 3}}, "gsm8k": {"source": gsm8k}},
+        "val_datasets": {"leg_counting": {}},
+        **{"seed": 7, "train_size": 16, "val_size": 4, "eval_size": 4, "system_prompt": "Answer."},
+        "curriculum": {"enabled": True, "levels": {"chain_sum": {"*": 1}}, "last_k": 4, "min_samples": 2},
+        "adaptive_weights": {"enabled": True, "window": 4, "min_samples": 2, "floor": 0.5},
+    }
+    check_sources(rg_verl.config.ReasoningGymConfig.from_section(section))
+    data = OmegaConf.create({"reasoning_gym": section})
+    splits = {split: ReasoningGymDataset(f"reasoning_gym://{split}", None, data) for split in ("train", "val", "eval")}
+    for dataset in splits.values():
+        assert dataset[0]["raw_prompt"][0]["content"] == "Answer."
+    for _ in range(3):  # a middling success rate: both thresholds are consulted
+        splits["train"].update({"chain_sum": [1.0, 0.0], "gsm8k": [1.0, 0.0]})
+    for cls in classes:
+        unread = sorted({f.name for f in dataclasses.fields(cls)} - reads[cls])
+        assert not unread, f"{cls.__name__}: {unread} accepted in configs but not read by rg_verl/ outside config.py"
+
+
+@pytest.fixture(scope="module")
+def tokenizer_path(tmp_path_factory) -> str:
+    from rg_verl.tiny_model import build_tiny_model
+
+    return str(build_tiny_model(tmp_path_factory.mktemp("tokenizer") / "model"))
+
+
+def test_every_reward_key_changes_the_reward(tokenizer_path):
+    """Each field of reward_kwargs, set away from its default, changes what compute_score returns."""
+    from reasoning_gym.factory import create_dataset
+
+    entry = create_dataset("chain_sum", seed=1, size=1)[0]
+    answer = entry["answer"]
+
+    def score(response: str, **kwargs) -> dict:
+        return compute_score("reasoning_gym/chain_sum", response, answer, {"entry": entry}, **kwargs)
+
+    bare = f"<answer>{answer}</answer>"  # right, but not in the strict format
+    assert score(bare)["score"] == 1.0 and score(bare, mode="strict")["score"] == 0.0
+    formatted = f"<think>x</think>{bare}"
+    assert score(formatted, terms={"format": 0.5})["score"] == score(formatted)["score"] + 0.5
+    # math-verify takes an equivalent fraction the dataset's own scorer refuses
+    fraction = f"<answer>{int(answer) * 2}/2</answer>"
+    assert score(fraction)["score"] == 0.0 and score(fraction, math_datasets=["chain_sum"])["score"] == 1.0
+    # the length term counts tokens with the tokenizer, against the response budget
+    long_budget = score(formatted, terms={"length": 1.0}, tokenizer_path=tokenizer_path, max_response_length=4096)
+    short_budget = score(formatted, terms={"length": 1.0}, tokenizer_path=tokenizer_path, max_response_length=4)
+    assert long_budget["response_tokens"] > 0 and "response_tokens" not in score(formatted)
+    assert short_budget["term/length"] < long_budget["term/length"] < 0
+    declared = {f.name for f in dataclasses.fields(rg_verl.config.RewardConfig)}
+    assert declared == {"mode", "terms", "tokenizer_path", "max_response_length", "math_datasets"}, (
+        "a new reward key needs a line above that shows its effect"
     )
 
 

@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 from omegaconf import ListConfig, OmegaConf
 from reasoning_gym.factory import DATASETS
 
-from rg_verl.config import MAX_SPLIT_SIZE, SPLIT_STRIDE
 from rg_verl.data.dataset import (
     SPLITS,
     ReasoningGymDataset,
@@ -19,6 +18,7 @@ from rg_verl.data.dataset import (
     to_json_safe,
 )
 from rg_verl.reward import compute_score
+from rg_verl.vocab import MAX_SPLIT_SIZE, SPLIT_STRIDE
 
 BIG_SPACE_MIX = {
     "chain_sum": {"weight": 1.0, "config": {"min_terms": 3, "max_terms": 5, "min_digits": 3}},

@@ -1,4 +1,4 @@
-"""GSM8K and MATH read from files (rg_verl.data.files): loaders, items, filters, curriculum, reward."""
+"""File datasets (rg_verl.data.files, rg_verl.data.formats): loaders, items, filters, checks, curriculum, reward."""
 
 import fractions
 import json
@@ -9,9 +9,10 @@ from hypothesis import strategies as st
 from omegaconf import OmegaConf
 
 from rg_verl.config import ConfigError, ReasoningGymConfig, validate
+from rg_verl.data import files
 from rg_verl.data.curriculum import LevelCurriculum, MixState
 from rg_verl.data.dataset import ReasoningGymDataset
-from rg_verl.data.files import SourceError, read_rows
+from rg_verl.data.files import SourceError, check_sources, read_rows
 from rg_verl.reward import compute_score
 from rg_verl.vocab import source_name
 from tests.helpers import REPO
@@ -44,6 +45,13 @@ def gsm8k(data, **extra) -> dict:
 def math(data, config=None, **extra) -> dict:
     source = {"format": "math", "train": str(data / "math/train.jsonl"), "val": str(data / "math/test.jsonl")}
     return {"source": source, "config": config or {}, **extra}
+
+
+def checked(section: dict, splits=("train", "val")) -> ReasoningGymConfig:
+    """The section parsed (its shape) and its files checked, as a run does before Ray starts."""
+    settings = ReasoningGymConfig.from_section(section)
+    check_sources(settings, splits)
+    return settings
 
 
 def dataset(split: str, datasets: dict, **section) -> ReasoningGymDataset:
@@ -175,14 +183,6 @@ def section(data, **datasets) -> dict:
     "make, match",
     [
         (
-            lambda d: {"gsm8k": {"source": {"format": "gsm8k", "train": str(d / "nope.parquet")}}},
-            r"datasets\.gsm8k\.source\.train: .*nope\.parquet' does not exist",
-        ),
-        (
-            lambda d: {"gsm8k": {"source": {"format": "gsm8k", "train": str(d / "gsm8k/train.parquet")}}},
-            r"datasets\.gsm8k\.source\.val: missing",
-        ),
-        (
             lambda d: {"gsm8k": {"source": {"format": "gsm9k", "train": "x"}}},
             r"source\.format: 'gsm9k' is not a layout",
         ),
@@ -198,20 +198,44 @@ def section(data, **datasets) -> dict:
         ),
         (lambda d: {"math": math(d, {"min_level": 4, "max_level": 2})}, r"config: min_level 4 exceeds max_level 2"),
         (lambda d: {"math": math(d, {"types": "Algebra"})}, r"config\.types: 'Algebra' is not a list"),
-        (lambda d: {"math": math(d, {"types": ["Astrology"]})}, r"source\.train: .*no usable row for dataset 'math'"),
-        # the MATH layout on a GSM8K file: names the file, the missing columns and the ones it has
-        (
-            lambda d: {"m": {"source": {"format": "math", "train": str(d / "gsm8k/train.parquet")}}},
-            r"train\.parquet: row 0 has no column 'problem', 'solution' for format 'math' "
-            r"\(it has 'question', 'answer'\)",
-        ),
         (lambda d: {"a/b": gsm8k(d)}, r"'a/b' cannot name a file dataset"),
         (lambda d: {"gsm8k": {}}, r"unknown reasoning-gym dataset 'gsm8k'.*needs a 'source'"),
     ],
 )
-def test_bad_source_configs_name_the_field_and_the_fix(data, make, match):
+def test_a_bad_source_shape_names_the_field_and_the_fix_without_reading_files(data, make, match, monkeypatch):
+    monkeypatch.setattr(files, "read_rows", lambda source: pytest.fail(f"the config check read {source}"))
     with pytest.raises(ConfigError, match=match):
         ReasoningGymConfig.from_section({"datasets": make(data)})
+
+
+@pytest.mark.parametrize(
+    "make, match",
+    [
+        (
+            lambda d: {"gsm8k": {"source": {"format": "gsm8k", "train": str(d / "nope.parquet")}}},
+            r"datasets\.gsm8k\.source\.train: .*nope\.parquet' does not exist; download GSM8K and MATH with "
+            r"'python utils/download_math_data.py --out data'",
+        ),
+        (
+            lambda d: {"gsm8k": {"source": {"format": "gsm8k", "train": str(d / "gsm8k/train.parquet")}}},
+            r"datasets\.gsm8k\.source\.val: missing; set the val file of dataset 'gsm8k'",
+        ),
+        (
+            lambda d: {"math": math(d, {"types": ["Astrology"]})},
+            r"datasets\.math\.source\.train: .*train\.jsonl: no usable row for dataset 'math'",
+        ),
+        # the MATH layout on a GSM8K file: names the file, the missing columns and the ones it has
+        (
+            lambda d: {"m": {"source": {"format": "math", "train": str(d / "gsm8k/train.parquet")}}},
+            r"datasets\.m\.source\.train: .*train\.parquet: row 0 has no column 'problem', 'solution' for format "
+            r"'math' \(it has 'question', 'answer'\)",
+        ),
+    ],
+)
+def test_a_bad_source_file_is_found_by_check_sources_not_by_the_config_check(data, make, match):
+    settings = ReasoningGymConfig.from_section({"datasets": make(data)})  # the shape is fine
+    with pytest.raises(ConfigError, match=match):
+        check_sources(settings)
 
 
 @pytest.mark.parametrize(
@@ -226,7 +250,7 @@ def test_corrupt_parquet_is_named(tmp_path, content, match):
     with pytest.raises(SourceError, match=match):
         read_rows(str(bad))
     with pytest.raises(ConfigError, match=r"source\.train: .*bad\.parquet"):
-        ReasoningGymConfig.from_section({"datasets": {"g": {"source": {"format": "gsm8k", "train": str(bad)}}}})
+        checked({"datasets": {"g": {"source": {"format": "gsm8k", "train": str(bad)}}}}, splits=("train",))
 
 
 def test_broken_json_lines_name_the_line(tmp_path):
@@ -238,14 +262,41 @@ def test_broken_json_lines_name_the_line(tmp_path):
 
 def test_a_validation_mix_needs_no_training_file_of_its_own(data):
     val_only = {"format": "gsm8k", "val": str(data / "gsm8k/test.parquet")}
-    settings = ReasoningGymConfig.from_section(
-        {"datasets": {"chain_sum": {}}, "val_datasets": {"gsm8k": {"source": val_only}}}
-    )
+    settings = checked({"datasets": {"chain_sum": {}}, "val_datasets": {"gsm8k": {"source": val_only}}})
     assert settings.val_datasets["gsm8k"].source.file("eval") == str(data / "gsm8k/test.parquet")
-    with pytest.raises(ConfigError, match=r"datasets\.gsm8k\.source\.train: missing"):
-        ReasoningGymConfig.from_section(
-            {"datasets": {"gsm8k": {"source": val_only}}, "val_datasets": {"chain_sum": {}}}
-        )
+    with pytest.raises(ConfigError, match=r"reasoning_gym\.datasets\.gsm8k\.source\.train: missing"):
+        checked({"datasets": {"gsm8k": {"source": val_only}}, "val_datasets": {"chain_sum": {}}})
+    # a validation file missing from the validation mix is named there
+    train_only = {"format": "gsm8k", "train": str(data / "gsm8k/train.parquet")}
+    with pytest.raises(ConfigError, match=r"reasoning_gym\.val_datasets\.gsm8k\.source\.val: missing"):
+        checked({"datasets": {"chain_sum": {}}, "val_datasets": {"gsm8k": {"source": train_only}}})
+
+
+def test_the_evaluator_checks_only_the_eval_split_which_falls_back_to_val(data):
+    val_only = {"format": "gsm8k", "val": str(data / "gsm8k/test.parquet")}
+    settings = ReasoningGymConfig.from_section({"datasets": {"gsm8k": {"source": val_only}}}, where="eval")
+    check_sources(settings, splits=("eval",), where="eval")
+    with pytest.raises(ConfigError, match=r"^eval\.datasets\.gsm8k\.source\.train: missing"):
+        check_sources(settings, splits=("train",), where="eval")
+    broken = {"format": "gsm8k", "val": str(data / "gsm8k/test.parquet"), "eval": str(data / "no.jsonl")}
+    settings = ReasoningGymConfig.from_section({"datasets": {"gsm8k": {"source": broken}}})
+    check_sources(settings, splits=("val",))
+    with pytest.raises(ConfigError, match=r"datasets\.gsm8k\.source\.eval: .*no\.jsonl' does not exist"):
+        check_sources(settings, splits=("eval",))
+
+
+def test_a_run_reads_each_file_once(data):
+    """check_sources reads the files; the datasets built after it (and a second check) read none again."""
+    files._cached_rows.cache_clear()
+    section = {"datasets": {"gsm8k": gsm8k(data), "math": math(data, {"max_level": 3})}, "train_size": 8}
+    section["curriculum"] = {"enabled": True, "levels": {"math": {"max_level": 2}}}
+    settings = checked(section)
+    assert files._cached_rows.cache_info().misses == 4  # train and val of each dataset
+    check_sources(settings)
+    for split in ("train", "val"):
+        built = dataset(split, section["datasets"], train_size=8, curriculum=section["curriculum"])
+        assert built[0]["data_source"].startswith("math/")
+    assert files._cached_rows.cache_info().misses == 4
 
 
 # --- curriculum -----------------------------------------------------------------------------------
@@ -391,7 +442,9 @@ def test_validate_accepts_a_math_run_config(data):
             "actor_rollout_ref": {"model": {"path": "Qwen/Qwen2.5-7B-Instruct"}},
         }
     )
-    assert set(validate(config).datasets) == {"gsm8k", "math"}
+    settings = validate(config)
+    assert set(settings.datasets) == {"gsm8k", "math"}
+    check_sources(settings)
 
 
 # --- utils/download_math_data.py --------------------------------------------------------------------
@@ -428,7 +481,7 @@ def test_download_script_writes_the_files_the_math_configs_read(monkeypatch, tmp
         "data/math/test.jsonl",
         "data/math/train.jsonl",
     ]
-    settings = ReasoningGymConfig.from_section(
+    settings = checked(
         {
             "datasets": {
                 "gsm8k": gsm8k(tmp_path / "data"),
@@ -495,9 +548,7 @@ def test_a_split_shorter_than_a_sorted_file_draws_from_all_of_it(tmp_path):
 def test_a_bad_row_anywhere_is_named(tmp_path, bad_row, match):
     path = write_jsonl(tmp_path / "bad.jsonl", [*GSM8K_ROWS[:2], bad_row])
     with pytest.raises(ConfigError, match=match):
-        ReasoningGymConfig.from_section(
-            {"datasets": {"g": {"source": {"format": "gsm8k", "train": str(path)}}}}, splits=("train",)
-        )
+        checked({"datasets": {"g": {"source": {"format": "gsm8k", "train": str(path)}}}}, splits=("train",))
 
 
 def test_rows_with_blank_cells_are_skipped(tmp_path):
@@ -538,10 +589,14 @@ def test_a_curriculum_that_can_reach_a_level_without_rows_is_refused(data):
     # only levels 3-5 are Algebra or Geometry with types [Geometry]: level 4 only
     spec = math(data, {"types": ["Geometry"]})
     section = {"datasets": {"math": spec}, "curriculum": {"enabled": True, "levels": {"math": {"max_level": 4}}}}
+    settings = ReasoningGymConfig.from_section(section)
     with pytest.raises(
-        ConfigError, match=r"levels\.math: no training row has a level <= 1.*raise the dataset's config\.min_level"
+        ConfigError,
+        match=r"^reasoning_gym\.curriculum\.levels\.math: no training row has a level <= 1.*"
+        r"raise the dataset's config\.min_level",
     ):
-        ReasoningGymConfig.from_section(section)
+        check_sources(settings)
+    check_sources(settings, splits=("val",))  # the curriculum follows the training split only
     spec = math(data, {"types": ["Geometry"], "min_level": 4})
     section["datasets"]["math"] = spec
-    assert ReasoningGymConfig.from_section(section).curriculum.levels == {"math": {"max_level": 4}}
+    assert checked(section).curriculum.levels == {"math": {"max_level": 4}}

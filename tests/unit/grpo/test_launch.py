@@ -1,10 +1,12 @@
 """Composing our configs with Hydra, verl's own validation, and which plugins a config loads."""
 
+import os
 import subprocess
 import sys
 
+import pytest
 from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
+from omegaconf import OmegaConf, open_dict
 
 from rg_verl.cpu.settings import CPU_SETTINGS
 from rg_verl.grpo.launch import apply_device_settings, plugin_modules, process_env
@@ -39,13 +41,12 @@ def test_cpu_config_loads_cpu_platform_and_hf_rollout():
     env = process_env(config)
     assert env["VERL_PLATFORM"] == "cpu"
     assert env["PYTHONHASHSEED"].isdigit()  # reasoning-gym items must not depend on the hash seed
-    assert env["VERL_USE_EXTERNAL_MODULES"].split(",")[-3:] == ["rg_verl.cpu.platform", "rg_verl.hf_rollout", "rg_verl.grpo.trainer"]
+    assert env["VERL_USE_EXTERNAL_MODULES"].split(",")[-3:] == plugin_modules(config)
 
 
 def test_cuda_config_loads_no_cpu_plugin():
-    config = compose_config(
-        "configs/smoke", "cpu", ["trainer.device=cuda", "actor_rollout_ref.rollout.name=vllm", "trainer.n_gpus_per_node=4"]
-    )
+    overrides = ["trainer.device=cuda", "actor_rollout_ref.rollout.name=vllm", "trainer.n_gpus_per_node=4"]
+    config = compose_config("configs/smoke", "cpu", overrides)
     before = OmegaConf.to_container(config)
     apply_device_settings(config)
     assert OmegaConf.to_container(config) == before, "a cuda config must not be changed"
@@ -105,9 +106,78 @@ def test_dry_run_prints_config_and_samples_without_ray(tmp_path):
     assert "ray init" not in proc.stdout + proc.stderr
 
 
-def test_bad_config_stops_before_ray_with_a_clear_message(tmp_path):
-    proc = run_entry_point(tmp_path, "reasoning_gym.datasets.chain_sum.weight=-2")
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("reasoning_gym.datasets.chain_sum.weight=-2", "reasoning_gym.datasets.chain_sum.weight: -2 is below 0"),
+        ("trainer.use_v1=false", "trainer.use_v1: False; rg-verl runs on verl's V1 trainer"),
+        ("data.custom_cls.path=pkg://rg_verl.dataset", "data.custom_cls.path: 'pkg://rg_verl.dataset' moved to"),
+    ],
+)
+def test_bad_config_stops_before_ray_with_a_clear_message(tmp_path, override, message):
+    # the model path does not exist, and is not built: the checks come first
+    proc = run_entry_point(tmp_path, override, f"actor_rollout_ref.model.path={tmp_path / 'model'}")
     assert proc.returncode != 0
-    assert "Invalid config: reasoning_gym.datasets.chain_sum.weight: -2 is below 0" in proc.stderr
+    assert f"Invalid config: {message}" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert "ray init" not in proc.stdout + proc.stderr
+    assert not (tmp_path / "model").exists()
+
+
+def test_a_missing_data_file_stops_a_dry_run_before_any_item(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "train_grpo.py"), "--config-path", "configs/math", "--config-name",
+         "gsm8k_qwen_7b", "+dry_run=true"],
+        cwd=tmp_path, env={**os.environ, "RG_VERL_DATA": str(tmp_path / "empty")},
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode != 0
+    assert "Invalid config: reasoning_gym.datasets.gsm8k.source.train: " in proc.stderr
+    assert "does not exist; download GSM8K and MATH" in proc.stderr and "Traceback" not in proc.stderr
+    assert "--- train[0]" not in proc.stdout
+
+
+def test_run_visits_each_room_once_in_order(monkeypatch, tmp_path):
+    """validation, then the data files, then the device, then verl's checks and the launch."""
+    import verl.trainer.main_ppo
+    import verl.utils.config
+
+    from rg_verl.grpo import launch
+
+    calls = []
+    settings = object()
+
+    def record(name, result=None):
+        def step(*args, **kwargs):
+            calls.append((name, args[0] if args else None))
+            return result
+
+        return step
+
+    monkeypatch.setattr(launch, "validate", record("validate", settings))
+    monkeypatch.setattr(launch, "check_sources", record("check_sources"))
+    monkeypatch.setattr(launch, "prepare", record("prepare"))
+    monkeypatch.setattr(launch, "dry_run", record("dry_run"))
+    monkeypatch.setattr(verl.utils.config, "validate_config", record("validate_config"))
+    monkeypatch.setattr(verl.trainer.main_ppo, "run_ppo", record("run_ppo"))
+    config = compose_config("configs/smoke", "cpu")
+    launch.run(config)
+    assert [name for name, _ in calls] == ["validate", "check_sources", "prepare", "validate_config", "run_ppo"]
+    assert calls[1][1] is settings  # the data room gets what validation parsed, not the raw config
+    calls.clear()
+    launch.run(compose_config("configs/smoke", "cpu", ["+dry_run=true"]))
+    assert [name for name, _ in calls] == ["validate", "check_sources", "dry_run"]
+
+
+def test_an_unknown_tiny_model_option_is_refused_before_building(tmp_path):
+    from rg_verl.config import ConfigError
+    from rg_verl.grpo.launch import ensure_model
+    from rg_verl.tiny_model import build_options
+
+    config = compose_config("configs/smoke", "cpu", [f"actor_rollout_ref.model.path={tmp_path / 'model'}"])
+    with open_dict(config):
+        config.tiny_model.hiden_size = 8
+    with pytest.raises(ConfigError, match=r"^tiny_model\.hiden_size: unknown key; valid keys: build_if_missing, seed,"):
+        ensure_model(config)
+    assert not (tmp_path / "model").exists()
+    assert "hidden_size" in build_options() and "warm_start" in build_options()

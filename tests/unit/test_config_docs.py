@@ -1,0 +1,146 @@
+"""The base YAML and the README's field tables agree with the declared fields (rg_verl.schema.field_docs).
+
+Each field of our sections is declared once, in rg_verl/config.py. ``rg_verl/conf/rg_verl_base.yaml``
+lists it with its default and its help as the comment above it; README.md's field tables list it with
+its default. A default that differs, a field that is missing or one that no longer exists fails here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import typing
+
+import pytest
+from omegaconf import OmegaConf
+
+from rg_verl.config import DatasetSpec, ReasoningGymConfig, RewardConfig
+from rg_verl.reward.terms import TERMS
+from rg_verl.schema import FieldDoc, field_docs
+from tests.helpers import REPO
+
+BASE_YAML = REPO / "rg_verl" / "conf" / "rg_verl_base.yaml"
+README = REPO / "README.md"
+
+# our sections: where each sits in the composed config, and its declaration
+SECTIONS = {
+    "reasoning_gym": ReasoningGymConfig,
+    "reward.custom_reward_function.reward_kwargs": RewardConfig,
+}
+# the README sections (headings) whose tables document each of our sections
+README_HEADINGS = {
+    "reasoning_gym": ("### Data: the `reasoning_gym:` section", "### Curriculum and adaptive weights"),
+    "reward.custom_reward_function.reward_kwargs": ("### Reward: `reward.custom_reward_function.reward_kwargs`",),
+}
+# reward terms are a registry (rg_verl.reward.terms.TERMS), not fields: the YAML and the README list each
+# registered term, off; the declared default is no term at all
+TERM_ROWS = {f"terms.{name}": "0.0" for name in TERMS}
+
+
+def declared(section: str) -> list[FieldDoc]:
+    """The documented fields of a section, as the YAML and the README spell them."""
+    docs = field_docs(SECTIONS[section])
+    if section == "reasoning_gym":  # one entry of a mix, documented once for every name
+        docs += field_docs(DatasetSpec, prefix="datasets.<name>.")
+    return docs
+
+
+def yaml_leaves(node: dict, cls: type, prefix: str = "") -> dict:
+    """The base YAML's values under a section, flattened along the declared sub-sections."""
+    nested = {name: kind for name, kind in typing.get_type_hints(cls).items() if dataclasses.is_dataclass(kind)}
+    leaves = {}
+    for key, value in node.items():
+        if key in nested:
+            leaves.update(yaml_leaves(value, nested[key], prefix=f"{prefix}{key}."))
+        else:
+            leaves[f"{prefix}{key}"] = value
+    return leaves
+
+
+def base_section(section: str) -> dict:
+    base = OmegaConf.load(BASE_YAML)
+    return OmegaConf.to_container(OmegaConf.select(base, section), resolve=False)
+
+
+@pytest.mark.parametrize("section", SECTIONS)
+def test_base_yaml_lists_every_declared_field_with_its_default(section):
+    leaves = yaml_leaves(base_section(section), SECTIONS[section])
+    docs = {doc.name: doc for doc in field_docs(SECTIONS[section])}
+    if section.endswith("reward_kwargs"):
+        assert docs.pop("terms").default == {}
+        assert leaves.pop("terms") == {name: 0.0 for name in TERMS}, "every registered term, at weight 0"
+    missing, extra = sorted(set(docs) - set(leaves)), sorted(set(leaves) - set(docs))
+    assert not missing and not extra, f"{BASE_YAML.name} lacks {missing}; lists fields not declared: {extra}"
+    for name, doc in docs.items():
+        value = leaves[name]
+        if doc.default is None and isinstance(value, str) and value.startswith("${"):
+            # an interpolation where the declaration has none: the README names what it points at
+            assert value == f"${{{doc.doc_default}}}", f"{section}.{name}: {value} vs doc_default {doc.doc_default}"
+        else:
+            assert value == doc.default and type(value) is type(doc.default), f"{section}.{name}: {value!r}"
+
+
+def yaml_comments() -> dict[str, list[str]]:
+    """Each key of the base YAML (dotted path) -> the comment lines directly above it."""
+    comments, path, block = {}, [], []
+    for line in BASE_YAML.read_text().splitlines():
+        stripped = line.strip()
+        if stripped.startswith("#"):
+            block.append(stripped.lstrip("#").strip())
+            continue
+        match = re.match(r"^( *)([\w\"*]+):", line)
+        if match:
+            depth = len(match.group(1)) // 2
+            path = path[:depth] + [match.group(2).strip('"')]
+            comments[".".join(path)] = block
+        if stripped or match:
+            block = []
+    return comments
+
+
+@pytest.mark.parametrize("section", SECTIONS)
+def test_base_yaml_comment_above_each_field_is_its_declared_help(section):
+    comments = yaml_comments()
+    cls = SECTIONS[section]
+    helps = {doc.name: doc.help for doc in field_docs(cls)}
+    helps |= {f.name: f.metadata["help"] for f in dataclasses.fields(cls)}  # the sub-sections' own help
+    for name, help in helps.items():
+        assert help, f"{cls.__name__}.{name} declares no help"
+        above = comments.get(f"{section}.{name}")
+        assert above, f"{section}.{name}: no comment above it in {BASE_YAML.name}"
+        assert above[0] == help, f"{section}.{name}: the comment {above[0]!r} is not the declared help {help!r}"
+    if section.endswith("reward_kwargs"):
+        for name in TERMS:
+            assert comments.get(f"{section}.terms.{name}"), f"terms.{name}: no comment above it"
+
+
+def readme_rows(headings: tuple[str, ...]) -> dict[str, str]:
+    """``field -> default`` of the field tables under the README sections ``headings``."""
+    text = README.read_text()
+    rows = {}
+    for heading in headings:
+        assert heading in text, f"README.md has no section {heading!r}"
+        body = text.split(heading, 1)[1]
+        body = re.split(r"^#{2,3} ", body, maxsplit=1, flags=re.MULTILINE)[0]
+        for line in body.splitlines():
+            match = re.match(r"^\| `([^`]+)` \| ([^|]*) \|", line)
+            if match:
+                name, default = match.group(1), match.group(2).strip()
+                assert name not in rows, f"README.md lists {name} twice"
+                rows[name] = default.strip("`") if re.fullmatch(r"`[^`]*`", default) else default
+    return rows
+
+
+@pytest.mark.parametrize("section", SECTIONS)
+def test_readme_table_lists_every_declared_field_with_its_default(section):
+    rows = readme_rows(README_HEADINGS[section])
+    expected = {doc.name: doc.shown for doc in declared(section)}
+    if section.endswith("reward_kwargs"):
+        del expected["terms"]
+        expected |= TERM_ROWS
+    assert set(rows) == set(expected), (
+        f"missing from README.md: {sorted(set(expected) - set(rows))}; "
+        f"not declared: {sorted(set(rows) - set(expected))}"
+    )
+    for name, shown in expected.items():
+        assert rows[name] == shown, f"README.md: {name} defaults to {rows[name]!r}, the declaration to {shown!r}"
