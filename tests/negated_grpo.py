@@ -1,6 +1,6 @@
 """Test-only verl plugin: the ``negated_grpo`` advantage estimator, minus verl's GRPO advantage.
 
-The negative control of tests/test_learning.py: the same run as the learning check, with every
+The negative control of tests/e2e/test_learning.py: the same run as the learning check, with every
 advantage's sign flipped, must not learn. It needs no code change in rg-verl or verl: verl imports
 the modules named in ``VERL_USE_EXTERNAL_MODULES`` in every process, and this one registers the
 estimator through verl's public registry, selected with ``algorithm.adv_estimator=negated_grpo``.

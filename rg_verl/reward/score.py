@@ -15,19 +15,17 @@ import functools
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from reasoning_gym.factory import get_score_answer_fn
 
+from rg_verl.config import RewardConfig
 from rg_verl.reward.extraction import response_answer
 from rg_verl.reward.math_verify import math_equal_status
 from rg_verl.reward.sympy_guard import SYMPY_PARSED, is_plain_expression
 from rg_verl.reward.terms import TERMS, Response, clamp_unit, revised_answers, self_correction_term
 from rg_verl.reward.time_limit import Status, call_bounded
 from rg_verl.vocab import FILE_PREFIX, MODES, RG_PREFIX, parse_data_source
-
-if TYPE_CHECKING:
-    from rg_verl.config import RewardConfig
 
 __all__ = ["compute_score", "reward_config"]
 
@@ -149,9 +147,6 @@ def _thawed(key: Any) -> Any:
 
 @functools.lru_cache(maxsize=64)
 def _checked(key: Any) -> RewardConfig:
-    # imported here: rg_verl.config imports the data layer, which imports this package
-    from rg_verl.config import RewardConfig
-
     return RewardConfig.from_section(_thawed(key))
 
 

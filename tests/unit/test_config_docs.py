@@ -144,3 +144,17 @@ def test_readme_table_lists_every_declared_field_with_its_default(section):
     )
     for name, shown in expected.items():
         assert rows[name] == shown, f"README.md: {name} defaults to {rows[name]!r}, the declaration to {shown!r}"
+
+
+def test_readme_evaluation_table_lists_every_evaluation_field_with_its_default():
+    from rg_verl.evaluation.config import EvalConfig
+
+    rows = readme_rows(("## Evaluation",))
+    # name is the config file's stem, set by load_config: not a YAML key
+    expected = {doc.name: doc.shown for doc in field_docs(EvalConfig) if doc.name != "name"}
+    assert set(rows) == set(expected), (
+        f"missing from README.md: {sorted(set(expected) - set(rows))}; "
+        f"not declared: {sorted(set(rows) - set(expected))}"
+    )
+    for name, shown in expected.items():
+        assert rows[name] == shown, f"README.md: {name} defaults to {rows[name]!r}, the declaration to {shown!r}"

@@ -78,3 +78,28 @@ def test_tags_are_spelled_only_in_vocab():
         for m in tag.finditer(p.read_text())
     ]
     assert not offenders, "use rg_verl.vocab's tag constants:\n" + "\n".join(offenders)
+
+
+def _readme_layout() -> set[str]:
+    """The paths of the README's layout tree (two spaces of indent per folder level)."""
+    text = (REPO / "README.md").read_text()
+    block = text.split("## Layout", 1)[1].split("```", 2)[1]
+    paths, stack = set(), []
+    for line in block.splitlines():
+        if not line.strip():
+            continue
+        depth = (len(line) - len(line.lstrip(" "))) // 2
+        name = line.split()[0]
+        stack[depth:] = [name]
+        paths.add("".join(stack).rstrip("/"))
+    return paths
+
+
+def test_readme_layout_names_every_module_and_nothing_stale():
+    listed = _readme_layout()
+    stale = sorted(p for p in listed if not (REPO / p).exists())
+    assert not stale, f"the README's layout names paths that do not exist: {stale}"
+    modules = {str(p.relative_to(REPO)) for p in _sources("rg_verl") if p.name != "__init__.py"}
+    folders = {str(p.parent.relative_to(REPO)) for p in _sources("rg_verl")}
+    missing = sorted((modules | folders) - listed)
+    assert not missing, f"add these to the README's layout: {missing}"
