@@ -23,7 +23,18 @@ class PublishError(FileExistsError):
 
 
 def _umask() -> int:
-    mask = os.umask(0)
+    """The process umask, read without changing it where the OS allows (Linux's /proc).
+
+    ``os.umask`` can only read the mask by setting it, and a thread creating a file in that moment
+    would get the temporary mask: only where /proc is missing is that done.
+    """
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o077)  # the strictest mask while it is read
     os.umask(mask)
     return mask
 

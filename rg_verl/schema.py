@@ -189,7 +189,7 @@ def parse_section(cls: type, section: Any, where: str, skip: tuple[str, ...] = (
     """An instance of dataclass ``cls`` from the mapping ``section`` (None: every default).
 
     Nested dataclass fields are parsed recursively; ``validate(where)`` runs last if ``cls`` has it.
-    Keys in ``skip`` are accepted and ignored.
+    Keys in ``skip`` are fields of ``cls`` that the section may not set (they are rejected as unknown).
 
     Raises:
         ConfigError: on the first bad key or value, naming ``where.<field>``.
@@ -207,6 +207,8 @@ def parse_section(cls: type, section: Any, where: str, skip: tuple[str, ...] = (
             continue
         name, value = _join(where, f.name), section[f.name]
         kind = hints[f.name]
+        if value is None and _blank_is_empty(f, kind):
+            continue  # a blank YAML value (``config:``) for a mapping or list: its empty default
         if f.metadata.get("parse") is not None:
             values[f.name] = f.metadata["parse"](name, value)
         elif dataclasses.is_dataclass(kind):
@@ -217,6 +219,14 @@ def parse_section(cls: type, section: Any, where: str, skip: tuple[str, ...] = (
     if hasattr(instance, "validate"):
         instance.validate(where)
     return instance
+
+
+def _blank_is_empty(f: dataclasses.Field, kind: Any) -> bool:
+    """Whether None means the default: the field holds a mapping or a list, empty by default, never None."""
+    if type(None) in typing.get_args(kind) or f.default_factory is _NO_DEFAULT:
+        return False
+    empty = f.default_factory()
+    return isinstance(empty, (dict, list)) and not empty
 
 
 # ---- checks that several sections share
@@ -270,6 +280,9 @@ def check_module_path(where: str, path: Any, package: str, moved: Mapping[str, s
         found = False
     if not found:
         raise ConfigError(f"{where}: {path!r} names no module of {package}; fix the path")
+    if not path.startswith("pkg://") and not os.path.isfile(os.path.expanduser(path)):
+        # e.g. .../rg_verl/reward.py, now the package rg_verl.reward: the library would load the file
+        raise ConfigError(f"{where}: {path!r} does not exist; set {where}=pkg://{module}")
 
 
 @dataclasses.dataclass(frozen=True)

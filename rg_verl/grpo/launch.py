@@ -40,7 +40,7 @@ import rg_verl
 from rg_verl.config import ConfigError, validate
 from rg_verl.cpu.settings import PLATFORM_MODULE, apply_cpu_settings, cpu_env
 from rg_verl.data.files import check_sources
-from rg_verl.vocab import SPLITS
+from rg_verl.vocab import SPLIT_URI, SPLITS
 
 logger = logging.getLogger(__name__)
 
@@ -157,7 +157,7 @@ def dry_run(config: DictConfig, samples: int = 3) -> None:
 
     print(OmegaConf.to_yaml(config, resolve=True))
     for split in ("train", "val"):
-        dataset = ReasoningGymDataset(f"reasoning_gym://{split}", None, config.data)
+        dataset = ReasoningGymDataset(f"{SPLIT_URI}{split}", None, config.data)
         for index in range(min(samples, len(dataset))):
             item = dataset[index]
             print(f"--- {split}[{index}] {item['data_source']}")

@@ -193,3 +193,27 @@ def test_module_paths_of_our_package_must_exist_and_others_are_left_to_verl(tmp_
         validate(config)
     config.reward.custom_reward_function.path = "pkg://my_project.reward"  # someone else's module
     validate(config)
+
+
+def test_a_file_path_to_a_module_that_became_a_package_names_the_package(tmp_path):
+    """``.../rg_verl/reward.py`` was a file; rg_verl.reward is now a package, so verl would find no file."""
+    config = composed_minimal(tmp_path, reward={"custom_reward_function": {"path": "/opt/rg-verl/rg_verl/reward.py"}})
+    with pytest.raises(ConfigError, match=r"does not exist; set reward\.custom_reward_function\.path=pkg://rg_verl\.reward$"):
+        validate(config)
+    existing = importlib.util.find_spec("rg_verl.data.dataset").origin
+    config.reward.custom_reward_function.path = "pkg://rg_verl.reward"
+    OmegaConf.update(config, "data.custom_cls.path", existing)  # a real file of ours is fine
+    validate(config)
+
+
+def test_a_blank_mapping_or_list_means_its_empty_default():
+    """``config:`` with nothing under it is YAML's null: it means {} (and [] for lists), as before."""
+    settings = ReasoningGymConfig.from_section(
+        {"datasets": {"chain_sum": {"config": None}}, "val_datasets": None, "curriculum": {"levels": None}}
+    )
+    assert settings.datasets["chain_sum"].config == {} and settings.val_datasets == {}
+    assert settings.curriculum.levels == {}
+    reward = RewardConfig.from_section({"terms": None, "math_datasets": None})
+    assert reward.terms == {} and reward.math_datasets == []
+    with pytest.raises(ConfigError, match=r"^reasoning_gym\.datasets: needs at least one dataset"):
+        ReasoningGymConfig.from_section({"datasets": None})

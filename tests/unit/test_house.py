@@ -69,15 +69,44 @@ def test_shared_names_are_spelled_only_in_vocab():
     assert not offenders, "import these from rg_verl.vocab instead:\n" + "\n".join(offenders)
 
 
-def test_tags_are_spelled_only_in_vocab():
-    tag = re.compile(r"""["'](</?(?:think|answer)>)["']""")
+def _string_literals(path) -> list[str]:
+    """The string constants of a module (f-string parts included), docstrings left out."""
+    tree = ast.parse(path.read_text())
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+    ]
+
+
+# markup that rg_verl.vocab spells: the response tags and the split URI
+VOCAB_TEXT = ("<think>", "</think>", "<answer>", "</answer>", "reasoning_gym://")
+
+
+def test_tags_and_split_uris_are_spelled_only_in_vocab():
     offenders = [
-        f"{p.relative_to(REPO)}: {m.group(1)}"
+        f"{p.relative_to(REPO)}: {literal[:60]!r}"
         for p in _sources("rg_verl")
         if p.name != "vocab.py"
-        for m in tag.finditer(p.read_text())
+        for literal in _string_literals(p)
+        if literal.lstrip().startswith(VOCAB_TEXT)  # markup, not prose that mentions a tag
     ]
-    assert not offenders, "use rg_verl.vocab's tag constants:\n" + "\n".join(offenders)
+    assert not offenders, "use rg_verl.vocab's constants:\n" + "\n".join(offenders)
+
+
+def test_the_vocab_check_sees_an_f_string(tmp_path):
+    """The negative control: a tag inside an f-string is found, one in a docstring is not."""
+    path = tmp_path / "probe.py"
+    path.write_text('"""Says <answer> in prose."""\nx = 3\ny = f"<answer>{x}</answer>"\n')
+    assert [lit for lit in _string_literals(path) if "<answer>" in lit] == ["<answer>"]
 
 
 def _readme_layout() -> set[str]:
