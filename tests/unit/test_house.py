@@ -132,3 +132,115 @@ def test_readme_layout_names_every_module_and_nothing_stale():
     folders = {str(p.parent.relative_to(REPO)) for p in _sources("rg_verl")}
     missing = sorted((modules | folders) - listed)
     assert not missing, f"add these to the README's layout: {missing}"
+
+
+# test files about something other than one package module or folder: the path each one tests, which must exist
+NOT_A_MODULE = {
+    "test_house.py": "rg_verl",  # the shape of the whole package
+    "test_shipped_configs.py": "configs",  # every shipped config
+    "reward/test_oracle.py": "rg_verl/reward",  # the whole reward pipeline, on every reasoning-gym dataset
+    "evaluation/test_lmeh.py": "evaluation/lmeh",  # the lm-evaluation-harness tasks
+}
+
+
+def _names_a_module(folder, name: str, packages: bool) -> bool:
+    """Whether ``name`` is ``<module>`` or ``<module>_<topic>`` of a module (or, with ``packages``, a
+    subpackage) in ``folder``."""
+    words = name.split("_")
+    for stem in ("_".join(words[:n]) for n in range(len(words), 0, -1)):
+        if (folder / f"{stem}.py").is_file() and stem != "__init__":
+            return True
+        if packages and (folder / stem / "__init__.py").is_file():
+            return True
+    return False
+
+
+def _missing_tests(package, tests) -> list[str]:
+    """Top-level modules without ``tests/unit/test_<module>.py``, folders without a test in ``tests/unit/<folder>/``."""
+    problems = [
+        f"rg_verl/{module.name} has no tests/unit/test_{module.name}"
+        for module in sorted(package.glob("*.py"))
+        if module.name != "__init__.py" and not (tests / f"test_{module.name}").is_file()
+    ]
+    for folder in sorted(p for p in package.iterdir() if p.is_dir()):
+        has_code = any(p.name != "__init__.py" for p in folder.glob("*.py"))  # conf/ holds YAML only
+        if has_code and not any((tests / folder.name).glob("test_*.py")):
+            problems.append(f"rg_verl/{folder.name}/ has no tests in tests/unit/{folder.name}/")
+    return problems
+
+
+def _stale_tests(root, package, tests, about) -> list[str]:
+    """Test folders and files that name no folder or module of the package (nor a path listed in ``about``)."""
+    problems = [
+        f"tests/unit/{folder.relative_to(tests)}/ mirrors no folder of rg_verl"
+        for folder in sorted(p for p in tests.rglob("*") if p.is_dir() and p.name != "__pycache__")
+        if not (package / folder.relative_to(tests)).is_dir()
+    ]
+    for path in sorted(tests.rglob("test_*.py")):
+        rel, folder = path.relative_to(tests).as_posix(), package / path.parent.relative_to(tests)
+        name, nested = path.stem.removeprefix("test_"), folder != package
+        if rel in about:
+            if not (root / about[rel]).exists():
+                problems.append(f"tests/unit/{rel} tests {about[rel]}, which does not exist")
+        elif folder.is_dir() and not (nested and name == folder.name) and not _names_a_module(folder, name, nested):
+            problems.append(f"tests/unit/{rel} names no module of {folder.relative_to(root).as_posix()}/")
+    return problems
+
+
+def _mirror_problems(root, about=NOT_A_MODULE) -> list[str]:
+    """What breaks "tests mirror the package" in the repository at ``root``: tests missing, or stale."""
+    package, tests = root / "rg_verl", root / "tests" / "unit"
+    return _missing_tests(package, tests) + _stale_tests(root, package, tests, about)
+
+
+def test_tests_mirror_the_package():
+    problems = _mirror_problems(REPO)
+    rule = (
+        "tests/unit/<folder>/ holds the tests of rg_verl/<folder>/, tests/unit/test_<module>.py of rg_verl/<module>.py"
+    )
+    assert not problems, f"{rule}:\n" + "\n".join(problems)
+
+
+def test_the_mirror_check_sees_missing_and_stale_tests(tmp_path):
+    """The negative control: a fake repository with every kind of mismatch, and the kinds that are fine."""
+    files = [
+        "rg_verl/__init__.py",
+        "rg_verl/tested.py",
+        "rg_verl/untested.py",
+        "rg_verl/data/__init__.py",
+        "rg_verl/data/files.py",
+        "rg_verl/data/sub/__init__.py",
+        "rg_verl/grpo/__init__.py",
+        "rg_verl/grpo/trainer.py",
+        "rg_verl/conf/__init__.py",  # no module but __init__: no tests needed
+        "tests/unit/__init__.py",
+        "tests/unit/test_tested.py",
+        "tests/unit/test_tested_docs.py",
+        "tests/unit/test_gone.py",
+        "tests/unit/test_data.py",
+        "tests/unit/test_about.py",
+        "tests/unit/test_lost.py",
+        "tests/unit/data/test_data.py",
+        "tests/unit/data/test_files.py",
+        "tests/unit/data/test_files_more.py",
+        "tests/unit/data/test_sub.py",
+        "tests/unit/data/test_nothing.py",
+        "tests/unit/data/helpers.py",
+        "tests/unit/old/__init__.py",
+        "tests/unit/old/test_x.py",
+        "tests/unit/grpo/__init__.py",  # a folder with no test file
+        "docs/about.md",
+    ]
+    for name in files:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    about = {"test_about.py": "docs/about.md", "test_lost.py": "docs/lost.md"}
+    assert _mirror_problems(tmp_path, about) == [
+        "rg_verl/untested.py has no tests/unit/test_untested.py",
+        "rg_verl/grpo/ has no tests in tests/unit/grpo/",
+        "tests/unit/old/ mirrors no folder of rg_verl",
+        "tests/unit/data/test_nothing.py names no module of rg_verl/data/",
+        "tests/unit/test_data.py names no module of rg_verl/",  # a folder's tests belong in its folder
+        "tests/unit/test_gone.py names no module of rg_verl/",
+        "tests/unit/test_lost.py tests docs/lost.md, which does not exist",
+    ]

@@ -1,5 +1,12 @@
-"""rg_verl.grpo.trainer: the step and validation hooks add our metrics (verl's parent methods stubbed)."""
+"""rg_verl.grpo.trainer with verl's parent methods stubbed.
 
+The step and validation hooks add our metrics; ``__init__`` creates the run's reward curve and the
+``_compute_metrics`` hook adds each step's ``critic/score/mean`` to it.
+"""
+
+import json
+
+import numpy as np
 import pytest
 
 V = "val-core/reasoning_gym"
@@ -42,3 +49,70 @@ def test_trainer_step_adds_category_means(trainer):
         f"{T}/category/arithmetic/score": 1.0,
         f"{T}/category/games/score": 0.5,
     }
+
+
+@pytest.fixture
+def built(monkeypatch, tmp_path):
+    """A trainer made through its own ``__init__``, verl's stubbed: (trainer, what verl's methods were given)."""
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+
+    from rg_verl.grpo.trainer import ReasoningGymTrainer
+
+    calls = {"init": [], "metrics": []}
+
+    def init(self, config):
+        calls["init"].append(config)
+        self.config = config
+
+    def compute_metrics(self, batch, metrics, timing_raw, global_steps, epoch):
+        calls["metrics"].append((batch, dict(metrics), timing_raw, global_steps, epoch))
+        if global_steps in REWARDS:  # verl logs critic/score/mean on every step that scored a batch
+            metrics["critic/score/mean"] = REWARDS[global_steps]
+        metrics["timing_s/step"] = 1.0
+
+    monkeypatch.setattr(PPOTrainerSync, "__init__", init)
+    monkeypatch.setattr(PPOTrainerSync, "_compute_metrics", compute_metrics)
+    trainer = {"default_local_dir": str(tmp_path / "out"), "project_name": "proj", "experiment_name": "exp"}
+    config = OmegaConf.create({"trainer": trainer})
+    return ReasoningGymTrainer(config), calls
+
+
+# step -> the critic/score/mean that the stubbed verl method logs (numpy's float, as verl's reductions give)
+REWARDS = {1: np.float32(0.25), 2: 0.5, 4: np.float64(0.75)}
+
+
+def test_init_runs_verls_and_creates_the_reward_curve_in_the_runs_folder(built, tmp_path):
+    trainer, calls = built
+    assert calls["init"] == [trainer.config]
+    curve = trainer.reward_curve
+    assert curve.out_dir == tmp_path / "out" and curve.title == "proj/exp: training reward"
+    assert not (tmp_path / "out").exists()  # nothing is written before the first step
+
+
+def test_compute_metrics_adds_each_steps_reward_to_the_curve(built, tmp_path):
+    from rg_verl.grpo.reward_curve import RewardCurve
+
+    trainer, calls = built
+    out = tmp_path / "out"
+    for step in (1, 2, 3, 4):
+        metrics = {"actor/loss": 0.1}
+        # as verl's fit loop calls it
+        trainer._compute_metrics(f"batch{step}", metrics, {"gen": 1.0}, global_steps=step, epoch=0)
+        assert metrics["timing_s/step"] == 1.0 and metrics["actor/loss"] == 0.1  # verl's metrics kept
+        saved = json.loads((out / RewardCurve.JSON).read_text())
+        assert saved == {str(s): float(REWARDS[s]) for s in REWARDS if s <= step}  # step 3 logged no reward
+    assert calls["metrics"] == [(f"batch{s}", {"actor/loss": 0.1}, {"gen": 1.0}, s, 0) for s in (1, 2, 3, 4)]
+    assert (out / RewardCurve.PNG).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_resumed_trainer_continues_the_saved_curve(built, tmp_path):
+    from rg_verl.grpo.reward_curve import RewardCurve
+
+    trainer, _ = built
+    out = tmp_path / "out"
+    out.mkdir()
+    # an earlier run saved steps 1 to 5; resumed from the checkpoint of step 3, it logs step 4 again
+    (out / RewardCurve.JSON).write_text(json.dumps({str(s): s / 10 for s in range(1, 6)}))
+    trainer._compute_metrics("batch", {}, {}, global_steps=4, epoch=1)
+    assert json.loads((out / RewardCurve.JSON).read_text()) == {"1": 0.1, "2": 0.2, "3": 0.3, "4": 0.75}
