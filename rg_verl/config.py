@@ -2,12 +2,14 @@
 
 - ``reasoning_gym`` (:class:`ReasoningGymConfig`): mixes, seeds, split sizes, prompt, curriculum, weights;
 - ``reward.custom_reward_function.reward_kwargs`` (:class:`RewardConfig`): mode and extra terms;
+- ``tiny_model`` (:func:`tiny_model_config`): the CPU path's local model, its sizes and warm start;
 - the model path, verl's V1 trainer, and the plugin module paths (a moved one names its new path).
 
 Each field is declared with :func:`rg_verl.schema.option` (default, one-line help, limits); the help is
 the comment above the field in ``rg_verl/conf/rg_verl_base.yaml``. Cross-field checks are each class's
 ``validate(where)``. Every error is a :class:`ConfigError` naming the field, the bad value and the fix.
-Nothing here reads a data file: :func:`rg_verl.data.files.check_sources` does, right after this.
+Nothing here reads a data file (of the data layer, only the shapes of ``rg_verl.data.formats`` are
+imported): :func:`rg_verl.data.files.check_sources` reads them, right after this.
 """
 
 from __future__ import annotations
@@ -15,28 +17,32 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 from reasoning_gym.factory import CURRICULA, DATASETS, create_curriculum
 
+from rg_verl.data.formats import FileSource, check_curriculum_levels, check_filter, parse_source
 from rg_verl.schema import (
     ConfigError,
     check,
     check_keys,
     check_model_path,
     check_module_path,
+    named_mappings,
     option,
     parse_section,
     plain,
 )
-from rg_verl.vocab import MAX_SEED, MAX_SPLIT_SIZE, MODES
+from rg_verl.tiny_model import TinyModelConfig
+from rg_verl.vocab import MAX_SEED, MAX_SPLIT_SIZE, MODES, TERM_NAMES
 
 # ConfigError, check_keys and check_model_path (rg_verl.schema) are re-exported for the sections' readers
 __all__ = [
-    "AdaptiveWeightsConfig", "CurriculumConfig", "DatasetSpec", "FileSource", "ReasoningGymConfig", "RewardConfig",
-    "ConfigError", "MOVED_MODULES", "check_keys", "check_model_path", "dataset_name_error", "validate"
+    "AdaptiveWeightsConfig", "CurriculumConfig", "DatasetSpec", "ReasoningGymConfig", "RewardConfig",
+    "ConfigError", "MOVED_MODULES", "check_keys", "check_model_path", "dataset_name_error",
+    "tiny_model_config", "validate"
 ]
 
 SOURCE_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*$")
@@ -74,39 +80,8 @@ def dataset_name_error(where: str, name: str) -> ConfigError:
     )
 
 
-# ---- file sources: rg_verl.data.formats declares their layouts and shape, rg_verl.data.files reads them
-
-
-@dataclass
-class FileSource:
-    """The ``source`` of a mix entry: a column layout and one file (or hub split) per split.
-
-    Args:
-        format: a key of ``rg_verl.data.formats.FORMATS``.
-        files: split -> a path or ``{hub, name, split}``; ``eval`` falls back to ``val``.
-    """
-
-    format: str
-    files: dict[str, Any] = field(default_factory=dict)
-
-    def file(self, split: str) -> Any:
-        if split == "eval" and "eval" not in self.files:
-            split = "val"
-        return self.files.get(split)
-
-
-def _formats() -> Any:
-    """``rg_verl.data.formats``: the layouts of file sources, and the shape their config may take.
-
-    Imported when used: it imports the reward's reference extraction, and the reward imports this module.
-    """
-    from rg_verl.data import formats
-
-    return formats
-
-
 def _parse_source(where: str, value: Any) -> FileSource | None:
-    return None if value is None else _formats().parse_source(where, value)
+    return None if value is None else parse_source(where, value)
 
 
 # ---- the reasoning_gym section
@@ -124,7 +99,7 @@ class DatasetSpec:
 
     def validate(self, where: str) -> None:
         if self.source is not None:
-            _formats().check_filter(f"{where}.config", self.source.format, self.config)
+            check_filter(f"{where}.config", self.source.format, self.config)
             return
         for reserved in ("seed", "size"):
             if reserved in self.config:
@@ -176,16 +151,7 @@ def _parse_val_mix(where: str, value: Any) -> dict[str, DatasetSpec]:
 
 def _parse_levels(where: str, value: Any) -> dict[str, dict[str, Any]]:
     """``{dataset: {attribute: level}}``; its names and levels are checked against the mix."""
-    value = plain(value) or {}
-    if not isinstance(value, dict):
-        raise ConfigError(f"{where}: {value!r} is not a mapping; set {{dataset: {{attribute: level}}}}")
-    levels = {}
-    for name, attributes in value.items():
-        attributes = attributes or {}
-        if not isinstance(attributes, dict):
-            raise ConfigError(f"{where}.{name}: {attributes!r} is not a mapping; set {{attribute: level}}")
-        levels[name] = dict(attributes)
-    return levels
+    return named_mappings(where, value, "{dataset: {attribute: level}}", "{attribute: level}")
 
 
 @dataclass
@@ -288,8 +254,9 @@ class ReasoningGymConfig:
             at = f"{where}.curriculum.levels.{name}"
             if name not in self.datasets:
                 raise ConfigError(f"{at}: not in reasoning_gym.datasets; add it there or remove it")
-            if self.datasets[name].source is not None:
-                _formats().check_curriculum_levels(at, self.datasets[name], levels)
+            spec = self.datasets[name]
+            if spec.source is not None:
+                check_curriculum_levels(at, spec.source, spec.config, levels)
             else:
                 _check_generator_levels(at, name, levels)
 
@@ -303,17 +270,13 @@ class ReasoningGymConfig:
 
 # ---- reward.custom_reward_function.reward_kwargs
 
-
 def _parse_terms(where: str, value: Any) -> dict[str, float]:
-    # imported when used: the reward package imports this module
-    from rg_verl.reward.terms import TERMS
-
     value = plain(value) or {}
     if not isinstance(value, dict):
         raise ConfigError(f"{where}: {value!r} is not a mapping; set {{term: weight}}, e.g. {{format: 0.2}}")
     for name in value:
-        if name not in TERMS:
-            raise ConfigError(f"{where}.{name}: unknown reward term; valid terms: {', '.join(sorted(TERMS))}")
+        if name not in TERM_NAMES:
+            raise ConfigError(f"{where}.{name}: unknown reward term; valid terms: {', '.join(sorted(TERM_NAMES))}")
     return {name: check(f"{where}.{name}", float, weight) for name, weight in value.items()}
 
 
@@ -369,6 +332,35 @@ class RewardConfig:
             )
 
 
+# ---- the tiny_model section: declared by rg_verl.tiny_model (sizes) and rg_verl.warm_start (its options)
+
+
+def _run_prompts(config: DictConfig) -> dict[str, Any]:
+    """A warm start's prompts as the run draws them: the mix's generated datasets (files have none), its prompt."""
+    mix = plain(OmegaConf.select(config, "reasoning_gym.datasets", default=None))
+    prompt = OmegaConf.select(config, "reasoning_gym.system_prompt", default=None)
+    prompts = {"system_prompt": prompt} if prompt else {}
+    if isinstance(mix, dict):
+        prompts["datasets"] = {n: (s or {}).get("config") or {} for n, s in mix.items() if not (s or {}).get("source")}
+    return prompts
+
+
+def tiny_model_config(config: DictConfig) -> TinyModelConfig:
+    """The ``tiny_model`` section, checked (every default where it is absent).
+
+    A warm start without ``datasets`` or ``system_prompt`` draws its prompts like the run does: from the
+    datasets of ``reasoning_gym.datasets`` that reasoning-gym generates, and ``reasoning_gym.system_prompt``.
+    Each warm-start dataset's config is checked by reasoning-gym, as a mix entry's is.
+    """
+    section = plain(config.get("tiny_model"))
+    if isinstance(section, dict) and isinstance(section.get("warm_start"), dict):
+        section["warm_start"] = {**_run_prompts(config), **section["warm_start"]}
+    tiny = parse_section(TinyModelConfig, section, "tiny_model")
+    for name, dataset_config in (tiny.warm_start.datasets if tiny.warm_start else {}).items():
+        _check_generator_config(f"tiny_model.warm_start.datasets.{name}", name, dataset_config)
+    return tiny
+
+
 # ---- the composed config
 
 
@@ -388,7 +380,7 @@ def validate(config: DictConfig) -> ReasoningGymConfig:
     reward_fn = OmegaConf.select(config, "reward.custom_reward_function")
     if reward_fn is not None and str(reward_fn.get("path", "")).startswith("pkg://rg_verl.reward"):
         RewardConfig.from_section(reward_fn.get("reward_kwargs"))
-    builds_tiny = OmegaConf.select(config, "tiny_model.build_if_missing", default=False)
+    builds_tiny = tiny_model_config(config).build_if_missing
     path = OmegaConf.select(config, "actor_rollout_ref.model.path")
     if not (builds_tiny and isinstance(path, str) and os.path.isabs(path)):
         check_model_path("actor_rollout_ref.model.path", path)

@@ -42,7 +42,7 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 __all__ = [
-    "ConfigError", "FieldDoc", "field_docs", "option", "parse_section", "plain",
+    "ConfigError", "FieldDoc", "field_docs", "named_mappings", "option", "parse_section", "plain",
     "check", "check_keys", "check_model_path", "check_module_path"
 ]
 
@@ -100,6 +100,30 @@ def plain(value: Any) -> Any:
     if isinstance(value, DictConfig | ListConfig):
         return OmegaConf.to_container(value, resolve=True)
     return value
+
+
+def named_mappings(where: str, value: Any, shape: str, inner: str) -> dict[str, dict]:
+    """A mapping of names to mappings as plain dicts; a blank value (None) is empty, inside and out.
+
+    ``shape`` and ``inner`` are the fixes an error suggests for the whole value and for one entry.
+
+    >>> named_mappings("levels", {"chain_sum": None}, "{dataset: {attribute: level}}", "{attribute: level}")
+    {'chain_sum': {}}
+    >>> named_mappings("levels", {"chain_sum": 3}, "{dataset: {attribute: level}}", "{attribute: level}")
+    Traceback (most recent call last):
+    ...
+    rg_verl.schema.ConfigError: levels.chain_sum: 3 is not a mapping; set {attribute: level}
+    """
+    value = plain(value) or {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where}: {value!r} is not a mapping; set {shape}")
+    mappings = {}
+    for name, entry in value.items():
+        entry = entry or {}
+        if not isinstance(entry, Mapping):
+            raise ConfigError(f"{where}.{name}: {entry!r} is not a mapping; set {inner}")
+        mappings[str(name)] = dict(entry)
+    return mappings
 
 
 def check_keys(where: str, given: Mapping, cls: type, skip: tuple[str, ...] = ()) -> None:
@@ -226,7 +250,7 @@ def _blank_is_empty(f: dataclasses.Field, kind: Any) -> bool:
     if type(None) in typing.get_args(kind) or f.default_factory is _NO_DEFAULT:
         return False
     empty = f.default_factory()
-    return isinstance(empty, (dict, list)) and not empty
+    return isinstance(empty, dict | list) and not empty
 
 
 # ---- checks that several sections share

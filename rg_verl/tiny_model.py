@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import inspect
 import json
 import logging
 import math
@@ -25,14 +24,21 @@ from pathlib import Path
 from typing import Any
 
 from rg_verl.atomic import PublishError, staging_dir
+from rg_verl.schema import ConfigError, option, parse_section
 from rg_verl.vocab import TAGS
-from rg_verl.warm_start import WARM_START_DEFAULTS, WARM_START_RECORD, run_warm_start, warm_start_options
+from rg_verl.warm_start import (
+    WARM_START_DEFAULTS,
+    WARM_START_RECORD,
+    WarmStartOptions,
+    run_warm_start,
+    warm_start_options,
+)
 
 __all__ = [
     "WARM_START_DEFAULTS",
     "WARM_START_RECORD",
+    "TinyModelConfig",
     "TinyModelOptions",
-    "build_options",
     "build_tiny_model",
     "ensure_tiny_model",
     "warm_start_options",
@@ -55,23 +61,64 @@ _WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_m
 _REQUIRED_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json")
 
 
+# the tokenizer's least size: byte-level BPE's alphabet of 256 bytes, then the special tokens and the tags
+MIN_VOCAB_SIZE = 256 + len(SPECIAL_TOKENS) + len(TAGS)
+
+
 @dataclass(frozen=True)
 class TinyModelOptions:
-    """The sizes and seed of a tiny model: the keyword options of :func:`build_tiny_model` but ``warm_start``.
+    """The sizes and seed of a tiny model: the keyword options of :func:`build_tiny_model` but ``warm_start``."""
 
-    Args:
-        seed: seeds the tokenizer corpus and the weight init (same seed -> identical files).
-        vocab_size: the tokenizer's target size; the embedding is padded up to a multiple of 8.
+    seed: int = option(0, "seeds the tokenizer corpus and the weight init; the same seed gives identical files")
+    hidden_size: int = option(64, "the model's width: num_heads times an even head size", low=2)
+    num_layers: int = option(2, "transformer layers", low=1)
+    num_heads: int = option(4, "attention heads", low=1)
+    num_kv_heads: int = option(2, "key-value heads (grouped-query attention); divides num_heads", low=1)
+    intermediate_size: int = option(128, "the MLP's width", low=1)
+    vocab_size: int = option(
+        1024, "the tokenizer's target size; the embedding is padded up to a multiple of 8", low=MIN_VOCAB_SIZE
+    )
+    max_position_embeddings: int = option(2048, "the longest sequence, in tokens (the tokenizer's too)", low=1)
+
+    def validate(self, where: str) -> None:
+        head_size, rest = divmod(self.hidden_size, self.num_heads)
+        if rest or head_size % 2:  # rotary embeddings rotate pairs of a head's dimensions
+            raise ConfigError(
+                f"{where}.hidden_size: {self.hidden_size} is not num_heads={self.num_heads} times an even "
+                "head size; change hidden_size or num_heads"
+            )
+        if self.num_heads % self.num_kv_heads:
+            raise ConfigError(
+                f"{where}.num_kv_heads: {self.num_kv_heads} does not divide num_heads={self.num_heads}; "
+                "set a divisor"
+            )
+
+
+def _parse_warm_start(where: str, value: Any) -> WarmStartOptions | None:
+    return None if value is None else parse_section(WarmStartOptions, value, where)
+
+
+@dataclass(frozen=True)
+class TinyModelConfig(TinyModelOptions):
+    """The ``tiny_model`` section of a training config: the options, whether to build, the warm start.
+
+    ``rg_verl.config.tiny_model_config`` parses it (a warm start there draws its prompts like the run),
+    and ``rg_verl.grpo.launch`` builds the model at ``actor_rollout_ref.model.path`` with it.
     """
 
-    seed: int = 0
-    hidden_size: int = 64
-    num_layers: int = 2
-    num_heads: int = 4
-    num_kv_heads: int = 2
-    intermediate_size: int = 128
-    vocab_size: int = 1024
-    max_position_embeddings: int = 2048
+    build_if_missing: bool = option(
+        False, "build the model at actor_rollout_ref.model.path (an absolute path) when it holds none"
+    )
+    warm_start: WarmStartOptions | None = option(
+        None, "a supervised warm start before RL (rg_verl/warm_start.py); none: a plain random model",
+        parse=_parse_warm_start,
+    )
+
+    def build_options(self) -> dict[str, Any]:
+        """The keyword options of :func:`ensure_tiny_model` that build this section's model."""
+        sizes = {f.name: getattr(self, f.name) for f in dataclasses.fields(TinyModelOptions)}
+        warm_start = None if self.warm_start is None else dataclasses.asdict(self.warm_start)
+        return {**sizes, "warm_start": warm_start}
 
 
 # Qwen2Config's name of each size option
@@ -83,15 +130,6 @@ _QWEN2_NAMES = {
     "num_kv_heads": "num_key_value_heads",
     "max_position_embeddings": "max_position_embeddings",
 }
-
-
-def build_options() -> tuple[str, ...]:
-    """The keyword options of :func:`build_tiny_model` (and so of :func:`ensure_tiny_model`), in order.
-
-    >>> build_options()[:3], build_options()[-1]
-    (('seed', 'hidden_size', 'num_layers'), 'warm_start')
-    """
-    return (*(f.name for f in dataclasses.fields(TinyModelOptions)), "warm_start")
 
 
 def _corpus(seed: int, size: int = 200) -> Iterator[str]:
@@ -113,8 +151,6 @@ def _train_tokenizer(vocab_size: int, seed: int, model_max_length: int) -> Any:
 
     alphabet = pre_tokenizers.ByteLevel.alphabet()
     n_added = len(SPECIAL_TOKENS) + len(TAGS)
-    if vocab_size < len(alphabet) + n_added:
-        raise ValueError(f"vocab_size must be >= {len(alphabet) + n_added}, got {vocab_size}")
     tok = Tokenizer(models.BPE())
     # Same pipeline as transformers' Qwen2Tokenizer: AutoTokenizer picks that class for model_type
     # "qwen2" and rebuilds normalizer/pre-tokenizer around our vocab, so they must agree.
@@ -195,19 +231,22 @@ def build_tiny_model(
 
     Args:
         out_dir: Target directory; must not exist or must be empty.
-        warm_start: If given, options of a supervised warm start (:data:`WARM_START_DEFAULTS`
-            fills the missing ones) run after the random init; the options, the other build
-            options and the warm start's losses are saved in ``warm_start.json``.
-        **options: the fields of :class:`TinyModelOptions` (``seed``, ``hidden_size``, ...).
+        warm_start: If given, options of a supervised warm start
+            (:class:`rg_verl.warm_start.WarmStartOptions`; its defaults fill the missing ones) run
+            after the random init; the options, the other build options and the warm start's
+            losses are saved in ``warm_start.json``.
+        **options: the fields of :class:`TinyModelOptions` (``seed``, ``hidden_size``, ...); the
+            missing ones take its defaults.
 
     Returns:
         The resolved output directory.
 
     Raises:
         FileExistsError: If ``out_dir`` is not empty (or becomes so while building).
-        TypeError: On an option :class:`TinyModelOptions` does not have.
+        ConfigError: (a ValueError) on an option :class:`TinyModelOptions` or the warm start does not
+            have, or a value outside its limits; nothing is built.
     """
-    sizes = TinyModelOptions(**options)
+    sizes = parse_section(TinyModelOptions, options, "tiny_model")
     warm_options = warm_start_options(warm_start)
     out = Path(out_dir).resolve()
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
@@ -221,20 +260,6 @@ def build_tiny_model(
     return out
 
 
-# the signature shows the options with their defaults (help(), and callers that inspect it), from their one home
-build_tiny_model.__signature__ = inspect.Signature(
-    [
-        inspect.Parameter("out_dir", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation="str | os.PathLike"),
-        *(
-            inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=f.type)
-            for f in dataclasses.fields(TinyModelOptions)
-        ),
-        inspect.Parameter("warm_start", inspect.Parameter.KEYWORD_ONLY, default=None, annotation="Mapping | None"),
-    ],
-    return_annotation="Path",
-)
-
-
 def _check_reusable(out: Path, kwargs: dict[str, Any]) -> None:
     """Refuse to reuse a model whose warm start (or lack of one) differs from the request.
 
@@ -246,7 +271,7 @@ def _check_reusable(out: Path, kwargs: dict[str, Any]) -> None:
         return
     sizes = {key: value for key, value in kwargs.items() if key != "warm_start"}
     requested = {
-        **dataclasses.asdict(TinyModelOptions(**sizes)),
+        **dataclasses.asdict(parse_section(TinyModelOptions, sizes, "tiny_model")),
         "warm_start": warm_start_options(kwargs.get("warm_start")),
     }
     if recorded != requested:
@@ -288,7 +313,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_dir", type=Path)
     for f in dataclasses.fields(TinyModelOptions):
-        parser.add_argument(f"--{f.name.replace('_', '-')}", type=int, default=f.default)
+        parser.add_argument(f"--{f.name.replace('_', '-')}", type=int, default=f.default, help=f.metadata["help"])
     example = json.dumps({"steps": 150, "format_rate": 0.3})
     parser.add_argument("--warm-start", type=json.loads, metavar="JSON", help=f"warm start options, e.g. '{example}'")
     parser.add_argument("--force", action="store_true", help="delete out_dir first if it exists")

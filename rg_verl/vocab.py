@@ -67,6 +67,8 @@ ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"
 TAGS = (THINK_OPEN, THINK_CLOSE, ANSWER_OPEN, ANSWER_CLOSE)
 # strict: exactly <think>…</think><answer>…</answer>; lenient: the last <answer> block anywhere
 MODES = ("strict", "lenient")
+# the extra reward terms a config may weight; rg_verl.reward.terms.TERMS maps each to its function
+TERM_NAMES = ("format", "length", "cosine", "self_correction")
 
 
 def formatted(think: str, answer: str) -> str:

@@ -10,79 +10,115 @@ reachable by sampling but not saturated, and an RL run on it has something to le
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from rg_verl.vocab import ANSWER_CLOSE, ANSWER_OPEN, SPLIT_STRIDE, SPLITS, chat_messages, formatted, system_prompt
+from rg_verl.schema import ConfigError, named_mappings, option, parse_section
+from rg_verl.vocab import (
+    ANSWER_CLOSE,
+    ANSWER_OPEN,
+    MAX_SEED,
+    SPLIT_STRIDE,
+    SPLITS,
+    chat_messages,
+    formatted,
+    system_prompt,
+)  # fmt: skip
 
-__all__ = ["WARM_START_DEFAULTS", "WARM_START_RECORD", "run_warm_start", "warm_start_options", "warm_start_response"]
+__all__ = [
+    "WARM_START_DEFAULTS",
+    "WARM_START_RECORD",
+    "WarmStartOptions",
+    "run_warm_start",
+    "warm_start_options",
+    "warm_start_response",
+]
 
 # what a warm-started model records about how it was built (absent for a plain random model)
 WARM_START_RECORD = "warm_start.json"
-
-# Options of the supervised warm start (see :func:`run_warm_start`) and their defaults.
-WARM_START_DEFAULTS: dict[str, Any] = {
-    "steps": 150,  # optimizer steps (after 60 the format is not yet reachable by sampling)
-    "batch_size": 16,  # sequences per step
-    "lr": 3e-3,  # AdamW learning rate
-    "format_rate": 0.3,  # share of training responses in the strict think/answer format
-    "datasets": {"chain_sum": {}},  # reasoning-gym dataset name -> its config, for the prompts
-    "system_prompt": "default",  # a key of reasoning_gym.utils.SYSTEM_PROMPTS, or literal text
-    "num_prompts": 256,  # distinct prompts drawn from (each step picks batch_size of them)
-    "seed": 0,  # prompts, formats, batch order and the torch RNG
-}
 # Seeds of the warm start's reasoning-gym items start above every split's seed space of
 # rg_verl.data.dataset (split k uses [seed + k * SPLIT_STRIDE, seed + (k + 1) * SPLIT_STRIDE) for a
-# base seed below SPLIT_STRIDE), so the warm start never sees an item RL trains, validates or is evaluated on.
-WARM_START_SEED_BASE = len(SPLITS) * SPLIT_STRIDE
+# base seed up to MAX_SEED), so the warm start never sees an item RL trains, validates or is evaluated on.
+WARM_START_SEED_BASE = MAX_SEED + len(SPLITS) * SPLIT_STRIDE
+# each warm-start seed takes a block of this many generator seeds (its datasets, then their items)
+_SEED_BLOCK = 1000
+# generator seeds must stay below 2**32 (some generators seed numpy): the largest seed and prompt count
+MAX_PROMPTS = 10**6
+MAX_WARM_START_SEED = (2**32 - WARM_START_SEED_BASE - MAX_PROMPTS) // _SEED_BLOCK - 1
 _THOUGHTS = ("let me think", "work it out", "step by step", "check the numbers", "read the question", "count them")
 
 
-def _datasets(value: Any) -> dict[str, dict]:
+def _prompt_datasets(where: str, value: Any) -> dict[str, dict]:
     """``datasets`` as name -> config: from a name, a list of names, or the ``reasoning_gym.datasets`` shape."""
-    if isinstance(value, str):
-        value = [value]
+    names = [value] if isinstance(value, str) else value
+    if isinstance(names, list | tuple):
+        value = dict.fromkeys(names)
     if not isinstance(value, Mapping):
-        value = {name: {} for name in value}
-    datasets = {}
-    for name, config in value.items():
-        config = dict(config or {})
+        raise ConfigError(f"{where}: {value!r} is not a dataset name, a list of names or a mapping name -> config")
+    datasets = named_mappings(where, value, "{dataset: config}", "the dataset's config, e.g. {}")
+    for name, config in datasets.items():
         if set(config) <= {"weight", "config"} and config:  # the reasoning_gym.datasets shape
-            config = dict(config.get("config") or {})
-        datasets[str(name)] = config
+            datasets[name] = dict(config.get("config") or {})
     if not datasets:
-        raise ValueError("warm_start.datasets is empty")
+        raise ConfigError(f"{where}: no reasoning-gym dataset to draw prompts from; set one, e.g. [chain_sum]")
     return datasets
 
 
-def warm_start_options(options: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """``options`` completed with :data:`WARM_START_DEFAULTS`, as plain JSON types; None stays None.
+@dataclass(frozen=True)
+class WarmStartOptions:
+    """The options of the supervised warm start (:func:`run_warm_start`), with their defaults.
 
-    ``datasets`` may be a list of names or a mapping name -> config (or -> ``{weight, config}``,
-    the shape of ``reasoning_gym.datasets``; the weight is ignored: datasets take turns).
+    In a training config they are ``tiny_model.warm_start``; there, ``datasets`` and ``system_prompt``
+    default to the run's own (``rg_verl.config.tiny_model_config``).
+    """
+
+    steps: int = option(
+        150, "optimizer steps (after 60 the format is not yet reachable by sampling)", low=1, high=10**6
+    )
+    batch_size: int = option(16, "sequences per step", low=1, high=10**4)
+    lr: float = option(3e-3, "AdamW learning rate", low=0.0, high=1.0)
+    format_rate: float = option(0.3, "share of training responses in the strict think/answer format", low=0.0, high=1.0)
+    datasets: dict[str, dict] = option(
+        {"chain_sum": {}},
+        "reasoning-gym dataset -> its config, for the prompts (or a list of names); outside a run: chain_sum",
+        parse=_prompt_datasets,
+        doc_default="the run's generated datasets",
+    )
+    system_prompt: str = option(
+        "default", "a key of reasoning_gym.utils.SYSTEM_PROMPTS, or literal text",
+        doc_default="reasoning_gym.system_prompt",
+    )
+    num_prompts: int = option(
+        256, "distinct prompts drawn from (each step picks batch_size of them)", low=1, high=MAX_PROMPTS
+    )
+    seed: int = option(
+        0, "seeds the prompts, the formats, the batch order and the torch RNG", low=0, high=MAX_WARM_START_SEED
+    )
+
+
+# the defaults as a plain dict (what warm_start_options({}) gives)
+WARM_START_DEFAULTS: dict[str, Any] = dataclasses.asdict(WarmStartOptions())
+
+
+def warm_start_options(options: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """``options`` checked and completed with the defaults of :class:`WarmStartOptions`, as plain JSON types.
+
+    None stays None (no warm start). ``datasets`` may be a name, a list of names or a mapping name ->
+    config (or -> ``{weight, config}``, the shape of ``reasoning_gym.datasets``; the weight is ignored:
+    datasets take turns).
 
     Raises:
-        ValueError: On an unknown option or an out-of-range value.
+        ConfigError: (a ValueError) on an unknown option or a value outside its limits, naming
+            ``warm_start.<option>``.
     """
     if options is None:
         return None
-    unknown = sorted(set(options) - set(WARM_START_DEFAULTS))
-    if unknown:
-        raise ValueError(f"warm_start: unknown option(s) {unknown}; valid: {', '.join(WARM_START_DEFAULTS)}")
-    merged = {**WARM_START_DEFAULTS, **options}
-    merged["datasets"] = _datasets(merged["datasets"])
-    for key in ("steps", "batch_size", "num_prompts"):
-        merged[key] = int(merged[key])
-        if merged[key] < 1:
-            raise ValueError(f"warm_start.{key} must be >= 1, got {merged[key]}")
-    merged["lr"] = float(merged["lr"])
-    merged["format_rate"] = float(merged["format_rate"])
-    if not 0.0 <= merged["format_rate"] <= 1.0:
-        raise ValueError(f"warm_start.format_rate must be in [0, 1], got {merged['format_rate']}")
-    merged["seed"] = int(merged["seed"])
-    return json.loads(json.dumps(merged))  # plain JSON types: comparable with the saved record
+    parsed = parse_section(WarmStartOptions, options, "warm_start")
+    return json.loads(json.dumps(dataclasses.asdict(parsed)))  # plain JSON types: comparable with the saved record
 
 
 def warm_start_response(answer: str, strict: bool, rng: random.Random) -> str:
@@ -110,7 +146,7 @@ def _prompts(tokenizer: Any, options: dict[str, Any]) -> list[tuple[list[int], s
     system = system_prompt(options["system_prompt"])
     items: dict[str, list[dict]] = {}
     for offset, name in enumerate(names):
-        seed = WARM_START_SEED_BASE + options["seed"] * 1000 + offset
+        seed = WARM_START_SEED_BASE + options["seed"] * _SEED_BLOCK + offset
         items[name] = list(reasoning_gym.create_dataset(name, **options["datasets"][name], seed=seed, size=count))
     prompts = []
     for i in range(options["num_prompts"]):

@@ -36,13 +36,13 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from rg_verl.config import DatasetSpec, FileSource, ReasoningGymConfig
+from rg_verl.config import DatasetSpec, ReasoningGymConfig
 from rg_verl.data.curriculum import LevelCurriculum
-from rg_verl.data.formats import FILE_SUFFIXES, FORMATS
+from rg_verl.data.formats import FILE_SUFFIXES, FORMATS, FileSource
 from rg_verl.schema import ConfigError
 from rg_verl.vocab import FILE_CATEGORY
 
-__all__ = ["FileDataset", "FileSource", "SourceError", "check_sources", "read_rows"]
+__all__ = ["FileDataset", "SourceError", "check_sources", "read_rows"]
 
 
 class SourceError(ValueError):
@@ -193,9 +193,7 @@ class FileDataset:
 def _open_split(where: str, name: str, spec: DatasetSpec, split: str) -> FileDataset:
     """Split ``split`` of file dataset ``name`` (at ``where``), or a ConfigError naming the field and the fix."""
     at = f"{where}.source.{split}"
-    file = spec.source.file(split)
-    if file is None:
-        raise ConfigError(f"{at}: missing; set the {split} file of dataset {name!r}")
+    file = spec.source.required_file(where, name, split)
     if isinstance(file, str) and not os.path.isfile(os.path.expanduser(file)):
         raise ConfigError(
             f"{at}: {file!r} does not exist; download GSM8K and MATH with "

@@ -14,29 +14,27 @@ Each entry is ``{"question", "answer", "metadata": {...}}``, like a reasoning-gy
 dataset, the reward and the evaluator handle both alike. Cells that are empty, a missing question
 or an empty reference skip the row.
 
-``rg_verl.config`` parses a mix entry's ``source`` and ``config`` with :func:`parse_source` and
-:func:`check_filter`: their shape only, without touching the disk (``rg_verl.data.files`` reads).
+``rg_verl.config`` parses a mix entry's ``source`` into a :class:`FileSource` with :func:`parse_source`,
+and checks its ``config`` with :func:`check_filter`: their shape only, without touching the disk
+(``rg_verl.data.files`` reads). This module imports no config and no reader, so the config can import it.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
-from rg_verl.config import FileSource
 from rg_verl.data.curriculum import LevelCurriculum
-from rg_verl.reward.math_verify import gsm8k_reference, last_boxed
+from rg_verl.final_answer import gsm8k_reference, last_boxed
 from rg_verl.schema import ConfigError, check
 from rg_verl.vocab import SPLITS
-
-if TYPE_CHECKING:
-    from rg_verl.config import DatasetSpec
 
 __all__ = [
     "FILE_SUFFIXES",
     "FORMATS",
+    "FileSource",
     "Format",
     "check_curriculum_levels",
     "check_filter",
@@ -130,6 +128,31 @@ FORMATS = {
 # ---- the shape of a source, as the config may write it (rg_verl.config parses with these; no file is read)
 
 
+@dataclass
+class FileSource:
+    """The ``source`` of a mix entry: a column layout and one file (or hub split) per split.
+
+    Args:
+        format: a key of :data:`FORMATS`.
+        files: split -> a path or ``{hub, name, split}``; ``eval`` falls back to ``val``.
+    """
+
+    format: str
+    files: dict[str, Any] = field(default_factory=dict)
+
+    def file(self, split: str) -> Any:
+        if split == "eval" and "eval" not in self.files:
+            split = "val"
+        return self.files.get(split)
+
+    def required_file(self, where: str, name: str, split: str) -> Any:
+        """The file of ``split``, or a ConfigError at ``<where>.source.<split>`` (``where``: the mix entry)."""
+        file = self.file(split)
+        if file is None:
+            raise ConfigError(f"{where}.source.{split}: missing; set the {split} file of dataset {name!r}")
+        return file
+
+
 def _parse_file(where: str, value: Any) -> Any:
     """One split's file: a local path with a known suffix, or ``{hub, name, split}``."""
     if isinstance(value, dict):
@@ -179,11 +202,11 @@ def check_filter(where: str, layout: str, config: dict) -> None:
         raise ConfigError(f"{where}.types: {types!r} is not a list of names; set e.g. [Algebra, Geometry]")
 
 
-def check_curriculum_levels(where: str, spec: DatasetSpec, levels: dict) -> None:
-    """A file dataset's curriculum levels: ``{max_level: start}``, a level value (MATH: 1-5)."""
-    if not FORMATS[spec.source.format].has_levels:
-        raise ConfigError(f"{where}: format {spec.source.format!r} has no difficulty level to follow; remove it")
-    low, high = LevelCurriculum.level_range(spec.config)
+def check_curriculum_levels(where: str, source: FileSource, config: dict, levels: dict) -> None:
+    """A file dataset's curriculum levels: ``{max_level: start}``, a level (MATH: 1-5) within ``config``'s filter."""
+    if not FORMATS[source.format].has_levels:
+        raise ConfigError(f"{where}: format {source.format!r} has no difficulty level to follow; remove it")
+    low, high = LevelCurriculum.level_range(config)
     for attribute, level in levels.items():
         if attribute not in ("*", LevelCurriculum.ATTRIBUTE):
             raise ConfigError(f"{where}.{attribute}: unknown attribute; valid: {LevelCurriculum.ATTRIBUTE}")

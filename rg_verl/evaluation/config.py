@@ -15,17 +15,21 @@ they are (``dtype`` and every field they lack has a default). A minimal file::
 Values may use OmegaConf interpolation, e.g. ``${oc.env:MY_MODEL,/default/path}``. Each field is
 declared once, with its default, help and limits (:func:`rg_verl.schema.option`), and parsed by
 :func:`rg_verl.schema.parse_section`; every error is a :class:`rg_verl.schema.ConfigError` naming the
-file, the field, the bad value and the fix.
+file, the field, the bad value and the fix. Parsing reads no data file: a file dataset's ``source`` is
+checked for its shape here, and its file is read and checked by the run, before any model loads
+(:func:`rg_verl.evaluation.runner.check_files`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import importlib.util
 import math
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -142,20 +146,26 @@ class DatasetEntry:
         for reserved in ("size", "seed"):
             if reserved in self.params:
                 raise ConfigError(f"{where}.params.{reserved}: set {reserved} next to params, not inside it")
-        self._check_as_training_does(where)
+        source = self.as_training(where).datasets[self.dataset].source
+        if source is not None:  # the eval file must be named here; the run reads it (runner.check_files)
+            source.required_file(where, self.dataset, "eval")
 
-    def _check_as_training_does(self, where: str) -> None:
-        """The entry as a training config's eval split: reasoning-gym checks the params, the data layer the file.
-
-        Errors name the fields as this file spells them (``categories[0].datasets[1].params``).
+    def as_training(self, where: str) -> ReasoningGymConfig:
+        """The entry as a training config's eval split, checked as training checks it: its params by
+        reasoning-gym, the shape of its source. No file is read.
         """
-        from rg_verl.data.files import check_sources
-
         section = {"datasets": {self.dataset: self.mix_spec()}, "seed": self.seed, "eval_size": self.size}
+        with self.named_as(where):
+            return ReasoningGymConfig.from_section(section, where=where)
+
+    @contextlib.contextmanager
+    def named_as(self, where: str) -> Iterator[None]:
+        """Errors about the entry as a training mix, with the fields named as this file spells them.
+
+        ``<where>.datasets.<dataset>.config`` is ``<where>.params`` here, ``<where>.datasets.<dataset>`` is ``<where>``.
+        """
         try:
-            settings = ReasoningGymConfig.from_section(section, where=where)
-            if self.source is not None:
-                check_sources(settings, splits=("eval",), where=where)
+            yield
         except ConfigError as error:
             prefix = f"{where}.datasets.{self.dataset}"
             message = str(error).replace(f"{prefix}.config", f"{where}.params").replace(prefix, where)

@@ -24,6 +24,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TextIO
 
+from rg_verl.evaluation.backends.base import Sampling
+from rg_verl.evaluation.backends.hf import HFBackend
+from rg_verl.evaluation.items import eval_split
+from rg_verl.reward import compute_score, extract_answer
 from rg_verl.vocab import MAX_SEED, THINK_CLOSE, THINK_OPEN, Messages, chat_messages, system_prompt
 
 Generate = Callable[[Messages], str]
@@ -47,7 +51,6 @@ def _printable(text: str) -> str:
 
 def split_response(text: str) -> tuple[str | None, str | None]:
     """The think part (inside ``<think>…</think>``, or before a lone ``</think>``) and the answer of a response."""
-    from rg_verl.reward import extract_answer
 
     think = None
     close = text.find(THINK_CLOSE)
@@ -74,7 +77,6 @@ class Demo:
     def dataset(self, name: str):
         """The evaluation split of one reasoning-gym dataset, as ``rg_verl.evaluation.items`` builds it."""
         if name not in self.datasets:
-            from rg_verl.evaluation.items import eval_split
 
             self.datasets[name] = eval_split({name: {"weight": 1}}, self.seed, ITEMS_PER_DATASET)
         return self.datasets[name]
@@ -96,7 +98,6 @@ class Demo:
         if think is None and answer is None:
             self.say(f"--- response\n{_printable(response) if response.strip() else '(blank)'}")
         if item is not None:
-            from rg_verl.reward import compute_score
 
             result = compute_score(
                 item["data_source"], response, item["reward_model"]["ground_truth"], extra_info=item["extra_info"]
@@ -186,8 +187,6 @@ def hf_generate(model_dir: str, max_tokens: int, temperature: float, device: str
     """A ``generate`` that runs the evaluation's ``hf`` backend on ``model_dir``: one prompt, one completion."""
     from types import SimpleNamespace
 
-    from rg_verl.evaluation.backends.base import Sampling
-    from rg_verl.evaluation.backends.hf import HFBackend
 
     config = SimpleNamespace(model_path=model_dir, batch_size=1, device=device, dtype="auto", engine_kwargs={})
     backend = HFBackend(config)

@@ -1,10 +1,11 @@
 """One evaluation run: items → backend → the reward's scorer → items.jsonl → reports.
 
-The order of work is the order of failures a user wants: the config is validated, then what the
-backend needs from this machine is checked, then the run folder is prepared, and only then does a
-model load. Items are generated, sent to the backend ``save_every`` prompts at a time and scored
-with ``rg_verl.reward.compute_score`` (the training reward's own scorer); each finished item is
-appended to ``items.jsonl`` before the next call, so ``--resume`` continues where a run stopped.
+The order of work is the order of failures a user wants: the config is validated (no file read),
+then the data files of file datasets are read and checked (:func:`check_files`), then what the backend
+needs from this machine, then the run folder is prepared, and only then does a model load. Items
+are generated, sent to the backend ``save_every`` prompts at a time and scored with
+``rg_verl.reward.compute_score`` (the training reward's own scorer); each finished item is appended
+to ``items.jsonl`` before the next call, so ``--resume`` continues where a run stopped.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from tqdm.auto import tqdm
 
 from rg_verl import reward
 from rg_verl.atomic import write_atomic
+from rg_verl.data.files import check_sources
 from rg_verl.evaluation.backends import Backend, Completion, Sampling, create_backend
 from rg_verl.evaluation.config import EvalConfig, check_runtime
 from rg_verl.evaluation.items import EvalDataset, eval_datasets, prompt_messages
@@ -29,7 +31,7 @@ from rg_verl.evaluation.report import build_results, write_reports
 from rg_verl.evaluation.store import ItemStore
 from rg_verl.schema import ConfigError
 
-__all__ = ["evaluate", "score_item", "resolve_run_dir"]
+__all__ = ["check_files", "evaluate", "score_item", "resolve_run_dir"]
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +42,21 @@ FINGERPRINT_FIELDS = (
     "model_path", "max_tokens", "temperature", "top_p", "eval_repeats", "developer_prompt", "developer_role",
     "scoring_mode", "math_datasets",
 )  # fmt: skip
+
+
+def check_files(config: EvalConfig) -> None:
+    """Reads and checks the eval file of every file dataset (the data layer's ``check_sources``).
+
+    Raises:
+        ConfigError: naming the entry's field (``categories[i].datasets[j].source.eval``), the file and the fix.
+    """
+    for i, category in enumerate(config.categories):
+        for j, entry in enumerate(category.datasets):
+            if entry.source is not None:
+                where = f"categories[{i}].datasets[{j}]"
+                settings = entry.as_training(where)
+                with entry.named_as(where):
+                    check_sources(settings, splits=("eval",), where=where)
 
 
 def score_item(dataset: EvalDataset, index: int, item: dict, completions: list[Completion], config: EvalConfig) -> dict:
@@ -214,10 +231,12 @@ def evaluate(config: EvalConfig, *, resume: bool = False, backend: Backend | Non
         The run folder, holding items.jsonl, results.json, summary.md and scores.png.
 
     Raises:
-        ConfigError: Before any model loads, if the machine lacks what the backend needs, or the
-            run folder does not fit the request (see :func:`resolve_run_dir`).
+        ConfigError: Before any model loads, if a data file is missing or unusable (:func:`check_files`),
+            the machine lacks what the backend needs, or the run folder does not fit the request (see
+            :func:`resolve_run_dir`).
     """
     started = time.time()
+    check_files(config)
     if backend is None:
         check_runtime(config)
     datasets = eval_datasets(config)

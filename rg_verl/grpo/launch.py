@@ -37,9 +37,10 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 import rg_verl
-from rg_verl.config import ConfigError, validate
+from rg_verl.config import MOVED_MODULES, ConfigError, tiny_model_config, validate
 from rg_verl.cpu.settings import PLATFORM_MODULE, apply_cpu_settings, cpu_env
 from rg_verl.data.files import check_sources
+from rg_verl.tiny_model import ensure_tiny_model
 from rg_verl.vocab import SPLIT_URI, SPLITS
 
 logger = logging.getLogger(__name__)
@@ -66,11 +67,24 @@ def process_env(config: DictConfig) -> dict[str, str]:
     env = {"PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0")}
     modules = plugin_modules(config)
     if modules:
-        inherited = [m for m in os.environ.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
-        env["VERL_USE_EXTERNAL_MODULES"] = ",".join(dict.fromkeys(inherited + modules))
+        # ours keep their order (the platform first), after the ones the environment brings
+        env["VERL_USE_EXTERNAL_MODULES"] = ",".join([m for m in inherited_modules() if m not in modules] + modules)
     if config.trainer.device == "cpu":
         env.update(cpu_env())
     return env
+
+
+def inherited_modules() -> list[str]:
+    """The modules this environment's ``VERL_USE_EXTERNAL_MODULES`` already names; one of ours that moved
+    in the regroup would fail to import in every Ray worker, so it is a :class:`ConfigError` here."""
+    inherited = [m.strip() for m in os.environ.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m.strip()]
+    for module in inherited:
+        if module in MOVED_MODULES:
+            raise ConfigError(
+                f"VERL_USE_EXTERNAL_MODULES: {module!r} moved to {MOVED_MODULES[module]!r}; "
+                "remove it (rg-verl adds the modules a run needs) or use the new name"
+            )
+    return inherited
 
 
 def apply_device_settings(config: DictConfig) -> None:
@@ -82,39 +96,14 @@ def apply_device_settings(config: DictConfig) -> None:
 def ensure_model(config: DictConfig) -> None:
     """Build the tiny local model when the config asks for it and it is not there yet.
 
-    Only an absolute path is built; anything else (a hub id, a relative path) is left to verl.
-    The other keys of ``tiny_model`` go to :func:`rg_verl.tiny_model.ensure_tiny_model` (``seed``,
-    ``hidden_size``, ..., ``warm_start``). A warm start without ``datasets`` or ``system_prompt``
-    draws its prompts like the run does: from ``reasoning_gym.datasets`` and
-    ``reasoning_gym.system_prompt``.
+    Only an absolute path is built; anything else (a hub id, a relative path) is left to verl. The
+    ``tiny_model`` section (:func:`rg_verl.config.tiny_model_config`, checked by validation already)
+    gives :func:`rg_verl.tiny_model.ensure_tiny_model` its options and warm start.
     """
+    tiny = tiny_model_config(config)
     path = config.actor_rollout_ref.model.path
-    if not OmegaConf.select(config, "tiny_model.build_if_missing", default=False) or not os.path.isabs(path):
-        return
-    from rg_verl.tiny_model import build_options, ensure_tiny_model, warm_start_options
-
-    options = OmegaConf.to_container(config.tiny_model, resolve=True)
-    options.pop("build_if_missing")
-    valid = build_options()
-    unknown = sorted(set(options) - set(valid))
-    if unknown:
-        raise ConfigError(f"tiny_model.{unknown[0]}: unknown key; valid keys: build_if_missing, {', '.join(valid)}")
-    warm_start = options.get("warm_start")
-    if warm_start is not None:
-        rg = OmegaConf.to_container(config.reasoning_gym, resolve=True) if "reasoning_gym" in config else {}
-        if "datasets" not in warm_start and rg.get("datasets"):
-            warm_start["datasets"] = {  # the generated datasets; file datasets have no generator
-                name: (spec or {}).get("config") or {}
-                for name, spec in rg["datasets"].items()
-                if not (spec or {}).get("source")
-            }
-        if "system_prompt" not in warm_start and rg.get("system_prompt"):
-            warm_start["system_prompt"] = rg["system_prompt"]
-        try:
-            warm_start_options(warm_start)
-        except ValueError as error:
-            raise ConfigError(f"tiny_model.{error}") from None
-    ensure_tiny_model(path, **options)
+    if tiny.build_if_missing and os.path.isabs(path):
+        ensure_tiny_model(path, **tiny.build_options())
 
 
 def absolute_source_paths(config: DictConfig) -> None:
@@ -143,6 +132,7 @@ def prepare(config: DictConfig) -> None:
     for module in plugin_modules(config):
         importlib.import_module(module)
     if config.trainer.device == "cpu":
+        # deliberately lazy: the platform imports verl and torch and registers a CPU platform, for CPU runs only
         from verl.plugin.platform import get_platform, set_platform
 
         from rg_verl.cpu.platform import PlatformCPU
@@ -153,6 +143,7 @@ def prepare(config: DictConfig) -> None:
 
 def dry_run(config: DictConfig, samples: int = 3) -> None:
     """Print the resolved config and a few items of each split, without Ray or a model."""
+    # deliberately lazy: the dataset imports torch, which rg-verl train --help and a bad config never need
     from rg_verl.data.dataset import ReasoningGymDataset
 
     print(OmegaConf.to_yaml(config, resolve=True))

@@ -96,7 +96,7 @@ def category_means(metrics: Mapping[str, object]) -> dict[str, float]:
 
 def reward_means(data_sources: list[str], infos: list[dict]) -> dict[str, float]:
     """Per-dataset means of every numeric value the reward returned."""
-    names = [name for name, value in infos[0].items() if isinstance(value, (int, float, np.number))] if infos else []
+    names = [name for name, value in infos[0].items() if isinstance(value, int | float | np.number)] if infos else []
     return grouped_means(data_sources, {name: [info.get(name, np.nan) for info in infos] for name in names})
 
 

@@ -17,6 +17,7 @@ NAME = "hf"
 
 
 def _load_replica():
+    # deliberately lazy: verl's registry takes a loader, so the replica (Ray actor, server) loads when chosen
     from rg_verl.hf_rollout.replica import HFReplica
 
     return HFReplica

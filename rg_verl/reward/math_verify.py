@@ -18,6 +18,8 @@ import logging
 import re
 from typing import Any
 
+# gsm8k_reference and last_boxed live in rg_verl.final_answer; re-exported for callers that import them from here
+from rg_verl.final_answer import gsm8k_reference, last_boxed
 from rg_verl.reward.time_limit import Status, call_bounded
 
 __all__ = ["MAX_ANSWER_CHARS", "gsm8k_reference", "last_boxed", "math_equal", "math_equal_status"]
@@ -27,7 +29,6 @@ logger = logging.getLogger(__name__)
 #: Longest model answer (characters) worth parsing; longer ones score 0 without parsing.
 MAX_ANSWER_CHARS = 10_000
 
-_BOXED, _FBOX = "\\boxed", "\\fbox"
 _DELIMITERS = ("$", "\\boxed", "\\fbox", "\\(", "\\[", "\\begin{")
 # A word of 3+ letters that is not a LaTeX command: the answer is prose.
 _PROSE_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{3,}")
@@ -36,83 +37,6 @@ _PLAIN_FUNCS = re.compile(
     r"(?<![\\A-Za-z])(arcsin|arccos|arctan|sinh|cosh|tanh|sin|cos|tan|cot|sec|csc|log|ln|exp|pi)(?![A-Za-z])"
 )
 _PLAIN_INF = re.compile(r"(?<![\\A-Za-z])(?:infinity|inf|oo)(?![A-Za-z])")
-_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ@")
-
-
-# --- text helpers ----------------------------------------------------------------------------
-
-
-def _braced(text: str, start: int) -> str | None:
-    """Content of the group opening at ``text[start] == "{"``, or None if unbalanced."""
-    depth = 0
-    for i in range(start, len(text)):
-        c = text[i]
-        if c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                return text[start + 1 : i]
-    return None
-
-
-def _after_command(text: str, end: int) -> str | None:
-    """The argument of the command ending at ``end``, or None if there is none."""
-    i = end
-    n = len(text)
-    while i < n and text[i].isspace():
-        i += 1
-    if i >= n:
-        return None
-    if text[i] == "{":
-        return _braced(text, i)
-    if i == end:  # "\boxed5": a single-character argument
-        return text[i] if not text[i].isspace() else None
-    # "\boxed 12": the token up to whitespace or "$"
-    j = i
-    while j < n and not text[j].isspace() and text[j] != "$":
-        j += 1
-    return text[i:j] or None
-
-
-def last_boxed(text: Any) -> str | None:
-    """Content of the last ``\\boxed{...}`` (else the last ``\\fbox{...}``) in ``text``.
-
-    Braces are counted literally (as in the MATH reference ``last_boxed_only_string``),
-    so ``\\boxed{\\{1,2\\}}`` gives ``\\{1,2\\}``. ``\\boxed 5`` and ``\\boxed5`` give
-    ``5``. Returns None if there is no box, or the last one is not closed (e.g. a
-    truncated response). Linear time; never raises.
-
-    Examples:
-        >>> last_boxed(r"so \\boxed{1} or rather \\boxed{\\frac{1}{2}}.")
-        '\\\\frac{1}{2}'
-        >>> last_boxed(r"\\boxed{12") is None
-        True
-    """
-    if not isinstance(text, str):
-        return None
-    for command in (_BOXED, _FBOX):
-        end = len(text)
-        while True:
-            idx = text.rfind(command, 0, end)
-            if idx < 0:
-                break
-            after = idx + len(command)
-            if after < len(text) and text[after] in _LETTERS:
-                end = idx  # another command, e.g. \boxedfoo: look further left
-                continue
-            return _after_command(text, after)
-    return None
-
-
-def gsm8k_reference(answer_text: Any) -> str:
-    """The final answer of a GSM8K reference solution: the text after the last
-    ``####``, stripped, with thousands separators removed (``"... #### 1,234"`` ->
-    ``"1234"``). Without ``####`` the whole text is used. Never raises."""
-    text = answer_text if isinstance(answer_text, str) else str(answer_text)
-    if "####" in text:
-        text = text.rsplit("####", 1)[1]
-    return text.strip().replace(",", "")
 
 
 # --- parsing (runs in the worker) ------------------------------------------------------------

@@ -4,8 +4,8 @@ Every term is a plain function ``term(response: Response) -> float`` in :data:`T
 (``rg_verl.reward.compute_score``) adds ``weight * term(response)`` for each term whose weight in
 ``reward.custom_reward_function.reward_kwargs.terms`` is non-zero, and reports every term's value.
 
-To add a term: write the function here, document its range, and add it to :data:`TERMS`. The names
-a config may use are checked by ``rg_verl.config.RewardConfig``, against :data:`TERMS`.
+To add a term: write the function here, document its range, add it to :data:`TERMS` and its name to
+``rg_verl.vocab.TERM_NAMES`` (the names ``rg_verl.config.RewardConfig`` accepts; a test keeps the two equal).
 
 Terms:
 

@@ -25,7 +25,7 @@ import torch
 
 from tests.helpers import REPO, read_metrics, run_train_grpo
 
-TESTS = Path(__file__).resolve().parent
+TESTS = REPO / "tests"  # where negated_grpo.py lives
 
 # what the learning runs log per step: verl's mean reward, and our format indicator
 REWARD = "critic/score/mean"
@@ -187,72 +187,3 @@ def test_negated_grpo_passes_verl_config_validation():
     apply_device_settings(config)
     assert not need_critic(config)  # a custom estimator is not GAE: no critic, as for grpo
     validate_config(config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
-
-
-def test_ensure_model_passes_the_warm_start_and_the_runs_datasets(tmp_path, monkeypatch):
-    from hydra import compose, initialize_config_dir
-
-    from rg_verl import tiny_model as tiny
-    from rg_verl.grpo import launch
-
-    calls = []
-    monkeypatch.setattr(tiny, "ensure_tiny_model", lambda path, **kwargs: calls.append((path, kwargs)))
-    with initialize_config_dir(config_dir=str(REPO / "configs" / "smoke"), version_base=None):
-        config = compose(config_name="learn", overrides=[f"actor_rollout_ref.model.path={tmp_path / 'm'}"])
-        smoke = compose(config_name="cpu", overrides=[f"actor_rollout_ref.model.path={tmp_path / 's'}"])
-    launch.ensure_model(config)
-    launch.ensure_model(smoke)
-    (path, kwargs), (smoke_path, smoke_kwargs) = calls
-    assert smoke_kwargs == {} and smoke_path == str(tmp_path / "s")  # the smoke model stays plain
-    warm = kwargs["warm_start"]
-    assert warm["steps"] > 0 and warm["format_rate"] == 0.3
-    assert warm["datasets"] == {"chain_sum": dict(config.reasoning_gym.datasets.chain_sum.config)}
-    assert warm["system_prompt"] == "default"
-    # the learn config's model lives apart from the smoke config's plain one
-    with initialize_config_dir(config_dir=str(REPO / "configs" / "smoke"), version_base=None):
-        monkeypatch.delenv("RG_VERL_TINY_MODEL", raising=False)
-        monkeypatch.delenv("RG_VERL_LEARN_MODEL", raising=False)
-        default_learn = compose(config_name="learn").actor_rollout_ref.model.path
-        default_smoke = compose(config_name="cpu").actor_rollout_ref.model.path
-    assert default_learn != default_smoke
-
-
-def test_ensure_model_rejects_unknown_tiny_model_options(tmp_path):
-    from hydra import compose, initialize_config_dir
-
-    from rg_verl.config import ConfigError
-    from rg_verl.grpo.launch import ensure_model
-
-    path = f"actor_rollout_ref.model.path={tmp_path / 'm'}"
-    with initialize_config_dir(config_dir=str(REPO / "configs" / "smoke"), version_base=None):
-        bad_key = compose(config_name="learn", overrides=[path, "+tiny_model.hidden=8"])
-        bad_option = compose(config_name="learn", overrides=[path, "+tiny_model.warm_start.stpes=8"])
-    with pytest.raises(ConfigError, match=r"tiny_model\.hidden: unknown key"):
-        ensure_model(bad_key)
-    with pytest.raises(ConfigError, match=r"tiny_model\.warm_start: unknown option"):
-        ensure_model(bad_option)
-    assert not (tmp_path / "m").exists()
-
-
-def test_warm_start_options_are_checked_and_recorded(tmp_path):
-    from rg_verl import tiny_model as tiny
-
-    with pytest.raises(ValueError, match="unknown option"):
-        tiny.warm_start_options({"stpes": 3})
-    with pytest.raises(ValueError, match="format_rate"):
-        tiny.warm_start_options({"format_rate": 1.5})
-    options = tiny.warm_start_options({"datasets": {"chain_sum": {"weight": 2.0, "config": {"min_terms": 2}}}})
-    assert (
-        options["datasets"] == {"chain_sum": {"min_terms": 2}} and options["steps"] == tiny.WARM_START_DEFAULTS["steps"]
-    )
-
-    small = {"hidden_size": 32, "num_layers": 1}
-    warm = {"steps": 2, "batch_size": 2, "num_prompts": 4}
-    built = tiny.ensure_tiny_model(tmp_path / "warm", warm_start=warm, **small)
-    record = json.loads((built / tiny.WARM_START_RECORD).read_text())
-    assert record["options"]["warm_start"] == tiny.warm_start_options(warm)
-    assert record["options"]["hidden_size"] == 32
-    assert tiny.ensure_tiny_model(built, warm_start=warm, **small) == built  # same options: reused
-    for other in ({"warm_start": {**warm, "format_rate": 0.5}, **small}, small):
-        with pytest.raises(FileExistsError, match="other options"):
-            tiny.ensure_tiny_model(built, **other)

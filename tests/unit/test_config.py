@@ -1,12 +1,33 @@
-"""rg_verl.config: our sections are checked before Ray, and every error names field, value and fix."""
+"""rg_verl.config: our sections are checked before Ray, and every error names field, value and fix.
 
+Also the module graph around it: each module imports first without a cycle, and no rg_verl import hides
+inside a function unless it is deliberately lazy for a cost.
+"""
+
+import ast
+import dataclasses
 import importlib.util
 import re
+import subprocess
+import sys
 
 import pytest
 from omegaconf import OmegaConf
 
-from rg_verl.config import MOVED_MODULES, ConfigError, ReasoningGymConfig, RewardConfig, check_model_path, validate
+from rg_verl.config import (
+    MOVED_MODULES,
+    ConfigError,
+    ReasoningGymConfig,
+    RewardConfig,
+    check_model_path,
+    tiny_model_config,
+    validate,
+)
+from rg_verl.reward.terms import TERMS
+from rg_verl.tiny_model import TinyModelConfig, TinyModelOptions
+from rg_verl.vocab import TERM_NAMES
+from rg_verl.warm_start import WARM_START_DEFAULTS, WarmStartOptions
+from tests.helpers import REPO
 
 
 def rg(**overrides):
@@ -217,3 +238,207 @@ def test_a_blank_mapping_or_list_means_its_empty_default():
     assert reward.terms == {} and reward.math_datasets == []
     with pytest.raises(ConfigError, match=r"^reasoning_gym\.datasets: needs at least one dataset"):
         ReasoningGymConfig.from_section({"datasets": None})
+
+
+def test_the_term_names_a_config_may_use_are_the_registered_terms():
+    assert TERM_NAMES == tuple(TERMS)
+
+
+# ---- the tiny_model section
+
+
+def test_the_tiny_model_section_defaults_come_from_its_dataclasses(tmp_path):
+    tiny = tiny_model_config(composed_minimal(tmp_path))  # no tiny_model section: every default
+    assert tiny == TinyModelConfig() and not tiny.build_if_missing and tiny.warm_start is None
+    assert tiny.build_options() == {**dataclasses.asdict(TinyModelOptions()), "warm_start": None}
+    assert WARM_START_DEFAULTS == dataclasses.asdict(WarmStartOptions())
+    assert [f.name for f in dataclasses.fields(TinyModelConfig)][-2:] == ["build_if_missing", "warm_start"]
+
+
+@pytest.mark.parametrize(
+    "section, message",
+    [
+        ({"hidden_sise": 8}, r"^tiny_model\.hidden_sise: unknown key \(did you mean 'hidden_size'\?\); valid keys: "),
+        ({"build_if_missing": "yes"}, r"^tiny_model\.build_if_missing: 'yes' is not true or false"),
+        ({"num_layers": 0}, r"^tiny_model\.num_layers: 0 is not an integer in \[1, "),
+        ({"vocab_size": 100}, r"^tiny_model\.vocab_size: 100 is not an integer in \[263, "),
+        ({"num_heads": 3}, r"^tiny_model\.hidden_size: 64 is not num_heads=3 times an even head size"),
+        ({"hidden_size": 36}, r"^tiny_model\.hidden_size: 36 is not num_heads=4 times an even head size"),
+        ({"num_kv_heads": 3}, r"^tiny_model\.num_kv_heads: 3 does not divide num_heads=4"),
+        ({"warm_start": {"stpes": 3}}, r"^tiny_model\.warm_start\.stpes: unknown key \(did you mean 'steps'\?\)"),
+        ({"warm_start": {"format_rate": 1.5}}, r"^tiny_model\.warm_start\.format_rate: 1\.5 is above 1\.0"),
+        ({"warm_start": {"steps": 0}}, r"^tiny_model\.warm_start\.steps: 0 is not an integer in \[1, "),
+        ({"warm_start": {"datasets": ["chain_sun"]}}, r"^tiny_model\.warm_start\.datasets\.chain_sun: unknown .*sum'"),
+        (
+            {"warm_start": {"datasets": {"chain_sum": {"min_terms": 0}}}},
+            r"^tiny_model\.warm_start\.datasets\.chain_sum\.config: reasoning-gym rejects",
+        ),
+    ],
+)
+def test_validate_checks_the_tiny_model_section_before_anything_is_built(tmp_path, section, message):
+    model = tmp_path / "model"
+    config = composed_minimal(tmp_path, tiny_model={"build_if_missing": True, **section})
+    config.actor_rollout_ref.model.path = str(model)
+    with pytest.raises(ConfigError, match=message):
+        validate(config)
+    assert not model.exists()
+
+
+def test_a_model_to_build_needs_no_directory_yet(tmp_path):
+    config = composed_minimal(tmp_path, tiny_model={"build_if_missing": True, "hidden_size": 32})
+    config.actor_rollout_ref.model.path = str(tmp_path / "model")  # absent: it is built later
+    validate(config)
+    assert tiny_model_config(config).hidden_size == 32 and not (tmp_path / "model").exists()
+    config.tiny_model.build_if_missing = False
+    with pytest.raises(ConfigError, match="actor_rollout_ref.model.path"):
+        validate(config)
+
+
+def test_a_warm_start_draws_its_prompts_like_the_run_unless_it_says_otherwise(tmp_path, math_data):
+    gsm8k = {"format": "gsm8k", "train": str(math_data / "gsm8k/train.parquet")}
+    config = composed_minimal(tmp_path, tiny_model={"warm_start": {"steps": 3}})
+    config.reasoning_gym = {
+        "datasets": {"chain_sum": {"config": {"min_terms": 2}}, "leg_counting": None, "gsm8k": {"source": gsm8k}},
+        "system_prompt": "Think, then answer.",
+    }
+    warm = tiny_model_config(config).warm_start
+    assert warm.steps == 3 and warm.system_prompt == "Think, then answer."
+    assert warm.datasets == {"chain_sum": {"min_terms": 2}, "leg_counting": {}}  # a file has no generator
+    config.tiny_model.warm_start = {"datasets": ["spell_backward"], "system_prompt": "default"}
+    warm = tiny_model_config(config).warm_start
+    assert warm.datasets == {"spell_backward": {}} and warm.system_prompt == "default"
+    config.reasoning_gym.datasets = {"gsm8k": {"source": gsm8k}}
+    config.tiny_model.warm_start = {}
+    with pytest.raises(ConfigError, match=r"^tiny_model\.warm_start\.datasets: no reasoning-gym dataset to draw"):
+        tiny_model_config(config)
+    config.tiny_model.warm_start = None  # a blank warm_start: no warm start
+    assert tiny_model_config(config).warm_start is None
+
+
+# ---- the module graph: no cycle, so each module imports first; no import hidden in a function to dodge one
+
+
+FIRST_IMPORTS = ["rg_verl.config", "rg_verl.reward", "rg_verl.data.dataset", "rg_verl.data.files"]
+FIRST_IMPORTS += ["rg_verl.evaluation.config"]
+
+
+@pytest.mark.parametrize("module", FIRST_IMPORTS)
+def test_each_module_imports_first_in_a_fresh_interpreter(module):
+    proc = subprocess.run([sys.executable, "-c", f"import {module}"], cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+PACKAGE = REPO / "rg_verl"
+# the rg_verl imports made inside a function, each deliberately lazy for a cost; a comment at the import says why
+LAZY_IMPORTS = {
+    # the CPU platform imports verl and torch and registers itself with verl: a GPU run must not import it
+    ("rg_verl/grpo/launch.py", "prepare", "rg_verl.cpu.platform"),
+    # the dataset imports torch, which neither rg-verl train --help nor a rejected config needs
+    ("rg_verl/grpo/launch.py", "dry_run", "rg_verl.data.dataset"),
+    # verl's replica registry takes a loader: the replica (Ray actor, transformers server) loads when chosen
+    ("rg_verl/hf_rollout/__init__.py", "_load_replica", "rg_verl.hf_rollout.replica"),
+}
+
+
+def _module_name(path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _absolute(node: ast.ImportFrom, path) -> str:
+    """The module an ``import from`` names, relative imports resolved."""
+    if not node.level:
+        return node.module or ""
+    package = _module_name(path).split(".")
+    package = package if path.name == "__init__.py" else package[:-1]
+    package = package[: len(package) - node.level + 1]
+    return ".".join(package + ([node.module] if node.module else []))
+
+
+def _imported(node: ast.AST, path) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if isinstance(node, ast.ImportFrom):
+        return [_absolute(node, path)]
+    return []
+
+
+def _function_imports(path) -> list[tuple[str, str, str, int]]:
+    """(path, function, module, line) of every rg_verl import inside a function of ``path``."""
+    tree = ast.parse(path.read_text())
+    found = []
+    for function in ast.walk(tree):
+        if isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+            for node in ast.walk(function):
+                for module in _imported(node, path):
+                    if module.split(".")[0] == "rg_verl":
+                        found.append((str(path.relative_to(REPO)), function.name, module, node.lineno))
+    return found
+
+
+def _all_function_imports() -> list[tuple[str, str, str, int]]:
+    return [entry for path in sorted(PACKAGE.rglob("*.py")) for entry in _function_imports(path)]
+
+
+def test_no_rg_verl_import_inside_a_function_unless_deliberately_lazy():
+    found = {entry[:3] for entry in _all_function_imports()}
+    hidden = sorted(found - LAZY_IMPORTS)
+    assert not hidden, (
+        "import these at the top of the module (or, if one is deliberately lazy for a cost, say why in a comment "
+        f"at the import and list it in LAZY_IMPORTS): {hidden}"
+    )
+    assert LAZY_IMPORTS <= found, f"LAZY_IMPORTS lists imports that are gone: {sorted(LAZY_IMPORTS - found)}"
+
+
+def test_each_lazy_import_says_why_in_a_comment():
+    for path, function, module, line in _all_function_imports():
+        if (path, function, module) not in LAZY_IMPORTS:
+            continue  # the test above names it
+        above = (REPO / path).read_text().splitlines()[max(0, line - 4) : line]
+        assert any("#" in text and "lazy" in text for text in above), (
+            f"{path}:{line} ({function}): say in a comment at the import why {module} is imported lazily"
+        )
+
+
+def _top_level_imports(path) -> set[str]:
+    """The rg_verl modules ``path`` imports when it is imported (``if TYPE_CHECKING:`` blocks left out)."""
+    modules, body = set(), list(ast.parse(path.read_text()).body)
+    while body:
+        node = body.pop()
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            continue
+        if isinstance(node, ast.If | ast.Try):
+            body += node.body + node.orelse + [n for h in getattr(node, "handlers", []) for n in h.body]
+        for name in _imported(node, path):
+            if isinstance(node, ast.ImportFrom):  # ``from a import b`` imports a.b when b is a module
+                modules.update(f"{name}.{alias.name}" for alias in node.names)
+            modules.add(name)
+    return {m for m in modules if m.split(".")[0] == "rg_verl"}
+
+
+def test_the_module_graph_across_packages_has_no_cycle():
+    """A cycle through two packages (config -> data.formats -> reward -> config) fails whichever imports first."""
+    paths = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph = {}
+    for name, path in paths.items():
+        edges = set()
+        for module in _top_level_imports(path):
+            parts = module.split(".")
+            # importing a.b.c runs a and a.b first; a package's own __init__ importing its modules is no cycle
+            prefixes = {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
+            edges |= {p for p in prefixes if p in paths and p != name and not name.startswith(p + ".")}
+        graph[name] = edges
+    done, stack = set(), []
+
+    def visit(node):
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            assert nxt not in stack, "import cycle: " + " -> ".join(stack[stack.index(nxt) :] + [nxt])
+            if nxt not in done:
+                visit(nxt)
+        stack.pop()
+        done.add(node)
+
+    for node in sorted(graph):
+        if node not in done:
+            visit(node)

@@ -1,8 +1,10 @@
 """The base YAML and the README's field tables agree with the declared fields (rg_verl.schema.field_docs).
 
-Each field of our sections is declared once, in rg_verl/config.py. ``rg_verl/conf/rg_verl_base.yaml``
-lists it with its default and its help as the comment above it; README.md's field tables list it with
-its default. A default that differs, a field that is missing or one that no longer exists fails here.
+Each field of our sections is declared once, in rg_verl/config.py (the ``tiny_model`` section in
+rg_verl/tiny_model.py and rg_verl/warm_start.py). ``rg_verl/conf/rg_verl_base.yaml`` lists the fields of
+``reasoning_gym`` and the reward kwargs with their defaults and their help as the comment above each;
+README.md's field tables list every section's fields with their defaults. A default that differs, a field
+that is missing or one that no longer exists fails here.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from omegaconf import OmegaConf
 from rg_verl.config import DatasetSpec, ReasoningGymConfig, RewardConfig
 from rg_verl.reward.terms import TERMS
 from rg_verl.schema import FieldDoc, field_docs
+from rg_verl.tiny_model import TinyModelConfig
+from rg_verl.warm_start import WarmStartOptions
 from tests.helpers import REPO
 
 BASE_YAML = REPO / "rg_verl" / "conf" / "rg_verl_base.yaml"
@@ -131,6 +135,16 @@ def readme_rows(headings: tuple[str, ...]) -> dict[str, str]:
     return rows
 
 
+def assert_table(rows: dict[str, str], expected: dict[str, str]) -> None:
+    """The README's rows are the declared fields, each with its declared default."""
+    assert set(rows) == set(expected), (
+        f"missing from README.md: {sorted(set(expected) - set(rows))}; "
+        f"not declared: {sorted(set(rows) - set(expected))}"
+    )
+    for name, shown in expected.items():
+        assert rows[name] == shown, f"README.md: {name} defaults to {rows[name]!r}, the declaration to {shown!r}"
+
+
 @pytest.mark.parametrize("section", SECTIONS)
 def test_readme_table_lists_every_declared_field_with_its_default(section):
     rows = readme_rows(README_HEADINGS[section])
@@ -138,12 +152,7 @@ def test_readme_table_lists_every_declared_field_with_its_default(section):
     if section.endswith("reward_kwargs"):
         del expected["terms"]
         expected |= TERM_ROWS
-    assert set(rows) == set(expected), (
-        f"missing from README.md: {sorted(set(expected) - set(rows))}; "
-        f"not declared: {sorted(set(rows) - set(expected))}"
-    )
-    for name, shown in expected.items():
-        assert rows[name] == shown, f"README.md: {name} defaults to {rows[name]!r}, the declaration to {shown!r}"
+    assert_table(rows, expected)
 
 
 def test_readme_evaluation_table_lists_every_evaluation_field_with_its_default():
@@ -152,9 +161,13 @@ def test_readme_evaluation_table_lists_every_evaluation_field_with_its_default()
     rows = readme_rows(("## Evaluation",))
     # name is the config file's stem, set by load_config: not a YAML key
     expected = {doc.name: doc.shown for doc in field_docs(EvalConfig) if doc.name != "name"}
-    assert set(rows) == set(expected), (
-        f"missing from README.md: {sorted(set(expected) - set(rows))}; "
-        f"not declared: {sorted(set(rows) - set(expected))}"
-    )
-    for name, shown in expected.items():
-        assert rows[name] == shown, f"README.md: {name} defaults to {rows[name]!r}, the declaration to {shown!r}"
+    assert_table(rows, expected)
+
+
+def test_readme_tiny_model_table_lists_every_field_with_its_default():
+    rows = readme_rows(("### The tiny model: the `tiny_model:` section",))
+    # the warm start is one field of the section, and its options are documented one by one under it
+    docs = field_docs(TinyModelConfig) + field_docs(WarmStartOptions, prefix="warm_start.")
+    expected = {doc.name: doc.shown for doc in docs}
+    assert_table(rows, expected)
+    assert all(doc.help for doc in docs), "every tiny_model field declares its help"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import inspect
+import dataclasses
 import json
 import os
 import subprocess
@@ -14,6 +14,7 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 from rg_verl import tiny_model as tiny
+from rg_verl.schema import ConfigError
 from rg_verl.vocab import TAGS
 
 
@@ -163,14 +164,35 @@ def test_concurrent_ensure_builds_twice_and_the_loser_uses_the_winners_model(tmp
     assert AutoModelForCausalLM.from_pretrained(target).config.num_hidden_layers == 1
 
 
-def test_build_options_are_the_keyword_options() -> None:
-    options = tiny.build_options()
-    assert options[-1] == "warm_start" and len(options) == len(set(options))
-    parameters = inspect.signature(tiny.build_tiny_model).parameters
-    assert tuple(n for n, p in parameters.items() if p.kind is p.KEYWORD_ONLY) == options
-    assert parameters["hidden_size"].default == tiny.TinyModelOptions().hidden_size == 64
-    with pytest.raises(TypeError, match="hidden"):
-        tiny.build_tiny_model("unused", hidden=8)
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"hidden": 8}, r"^tiny_model\.hidden: unknown key \(did you mean 'hidden_size'\?\); valid keys: seed, "),
+        ({"vocab_size": 100}, rf"^tiny_model\.vocab_size: 100 is not an integer in \[{tiny.MIN_VOCAB_SIZE}, "),
+        ({"num_heads": 3}, r"^tiny_model\.hidden_size: 64 is not num_heads=3 times an even head size"),
+        ({"warm_start": {"stpes": 2}}, r"^warm_start\.stpes: unknown key \(did you mean 'steps'\?\)"),
+    ],
+)
+def test_build_options_are_checked_before_anything_is_built(tmp_path: Path, options, message) -> None:
+    with pytest.raises(ConfigError, match=message):
+        tiny.build_tiny_model(tmp_path / "model", **options)
+    with pytest.raises(ConfigError, match=message):
+        tiny.ensure_tiny_model(tmp_path / "model", **options)
+    assert list(tmp_path.iterdir()) == []  # no model, no staging folder
+
+
+def test_the_least_vocab_holds_the_bytes_and_every_added_token() -> None:
+    from tokenizers import pre_tokenizers
+
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    assert tiny.MIN_VOCAB_SIZE == len(alphabet) + len(tiny.SPECIAL_TOKENS) + len(TAGS)
+
+
+def test_the_options_declare_their_defaults_and_help() -> None:
+    fields = dataclasses.fields(tiny.TinyModelOptions)
+    assert tiny.TinyModelOptions().hidden_size == 64 and all(f.metadata["help"] for f in fields)
+    section = [f.name for f in dataclasses.fields(tiny.TinyModelConfig)]
+    assert section == [f.name for f in fields] + ["build_if_missing", "warm_start"]
 
 
 def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

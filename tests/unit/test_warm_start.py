@@ -24,6 +24,7 @@ from rg_verl.reward import extract_answer
 from rg_verl.schema import ConfigError
 from rg_verl.vocab import MAX_SEED, SPLIT_STRIDE, SPLITS
 from rg_verl.warm_start import (
+    MAX_WARM_START_SEED,
     WARM_START_DEFAULTS,
     WARM_START_RECORD,
     WarmStartOptions,
@@ -339,13 +340,7 @@ def test_options_are_checked_before_anything_is_built(created):
     assert created == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="rg_verl/warm_start.py WARM_START_SEED_BASE = len(SPLITS) * SPLIT_STRIDE is the start of the eval "
-    "split's seed space for base seed 0 only; with reasoning_gym.seed = 995569275 (<= MAX_SEED) the eval split's "
-    "chain_sum items are the warm start's own (both generated from seed 3000000000)",
-)
-@pytest.mark.parametrize("seed", [0, 7])
+@pytest.mark.parametrize("seed", [0, 7, MAX_WARM_START_SEED])
 def test_warm_start_items_lie_beyond_every_splits_seed_space(created, seed):
     recorded_run({"steps": 1, "num_prompts": 4, "datasets": ["chain_sum", "leg_counting"], "seed": seed})
     # the largest generator seed of any split, for the largest base seed a config may set

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
@@ -195,13 +196,35 @@ def test_reference_style_config_without_dtype_loads(tmp_path):
         load_config(path, max_tokens=0)
 
 
-def test_file_dataset_errors_name_the_evaluation_field(tmp_path, math_data):
-    entry = {"dataset": "gsm8k", "source": {"format": "gsm8k", "eval": str(tmp_path / "missing.parquet")}}
-    config = small_config(categories=[{"category": "math", "datasets": [entry]}])
-    with pytest.raises(
-        ConfigError, match=r"categories\[0\]\.datasets\[0\]\.source\.eval: .*missing\.parquet' does not exist"
-    ):
-        parse_config(config)
-    entry = {"dataset": "gsm8k", "source": {"format": "gsm8k", "train": str(math_data / "gsm8k/train.parquet")}}
-    with pytest.raises(ConfigError, match=r"categories\[0\]\.datasets\[0\]\.source\.eval: missing"):
-        parse_config(small_config(categories=[{"category": "math", "datasets": [entry]}]))
+def math_config(*entries: dict, **overrides) -> dict:
+    return small_config(categories=[{"category": "math", "datasets": list(entries)}], **overrides)
+
+
+def test_parsing_reads_no_data_file(tmp_path, math_data, monkeypatch):
+    """A file dataset's source is checked for its shape only: the reader is never called, a missing file passes."""
+    import rg_verl.data.files
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("parse_config read a data file")
+
+    monkeypatch.setattr(rg_verl.data.files, "read_rows", forbidden)
+    monkeypatch.setattr(rg_verl.data.files, "check_sources", forbidden)
+    missing = {"dataset": "gsm8k", "source": {"format": "gsm8k", "eval": str(tmp_path / "missing.parquet")}}
+    math = {"dataset": "math", "source": {"format": "math", "val": str(math_data / "math/train.jsonl")}}
+    config = parse_config(math_config(missing, {**math, "params": {"min_level": 2}}))
+    assert [entry.source["format"] for entry in config.categories[0].datasets] == ["gsm8k", "math"]
+    path = tmp_path / "eval.yaml"
+    path.write_text(json.dumps(math_config(missing)))
+    assert load_config(path).categories[0].datasets[0].source["eval"] == missing["source"]["eval"]
+
+
+def test_file_dataset_shape_errors_name_the_evaluation_field(math_data):
+    train_only = {"format": "gsm8k", "train": str(math_data / "gsm8k/train.parquet")}
+    with pytest.raises(ConfigError, match=r"^categories\[0\]\.datasets\[0\]\.source\.eval: missing; set the eval file"):
+        parse_config(math_config({"dataset": "gsm8k", "source": train_only}))
+    csv = {"format": "gsm8k", "eval": str(math_data / "gsm8k/test.csv")}
+    with pytest.raises(ConfigError, match=r"^categories\[0\]\.datasets\[0\]\.source\.eval: .*test\.csv' is not a"):
+        parse_config(math_config({"dataset": "gsm8k", "source": csv}))
+    math = {"format": "math", "eval": str(math_data / "math/train.jsonl")}
+    with pytest.raises(ConfigError, match=r"^categories\[0\]\.datasets\[0\]\.params: min_level 9 exceeds max_level 2$"):
+        parse_config(math_config({"dataset": "math", "source": math, "params": {"min_level": 9, "max_level": 2}}))

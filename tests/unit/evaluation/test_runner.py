@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -127,3 +128,30 @@ def test_results_are_saved_as_often_as_the_backend_or_the_config_says(tmp_path):
     backend = EveryThree(answers)
     evaluate(parse_config(small_config(output_dir=str(tmp_path), save_every=5)), backend=backend)
     assert backend.calls == [5, 2]  # the config's save_every wins
+
+
+@pytest.mark.parametrize(
+    "layout, file, params, message",
+    [
+        ("gsm8k", "{tmp}/missing.parquet", {}, "'{file}' does not exist; download GSM8K and MATH"),
+        ("gsm8k", "{data}/math/train.jsonl", {}, "{file}: row 0 has no column 'question'"),
+        ("math", "{data}/math/train.jsonl", {"types": ["Nope"]}, "{file}: no usable row for dataset 'gsm8k'"),
+    ],
+)
+def test_file_errors_come_before_any_backend_and_name_the_field_and_the_file(
+    tmp_path, math_data, monkeypatch, layout, file, params, message
+):
+    import rg_verl.evaluation.runner as runner
+
+    file = file.format(tmp=tmp_path, data=math_data)
+    entry = {"dataset": "gsm8k", "source": {"format": layout, "eval": file}, "params": params}
+    categories = [{"category": "m", "datasets": [entry]}]
+    config = parse_config(small_config(output_dir=str(tmp_path / "out"), categories=categories))
+    monkeypatch.setattr(runner, "create_backend", lambda config: pytest.fail("a backend was created"))
+    monkeypatch.setattr(runner, "check_runtime", lambda config: pytest.fail("the machine was checked before the files"))
+    expected = "^" + re.escape("categories[0].datasets[0].source.eval: " + message.format(file=file))
+    with pytest.raises(ConfigError, match=expected):
+        evaluate(config)
+    with pytest.raises(ConfigError, match=expected):  # a ready backend does not skip the check
+        evaluate(config, backend=ScriptedBackend({}))
+    assert not (tmp_path / "out").exists()  # no run folder either

@@ -1,5 +1,6 @@
-"""Composing our configs with Hydra, verl's own validation, and which plugins a config loads."""
+"""Composing our configs with Hydra, verl's own validation, which plugins a config loads, and the tiny model."""
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -8,6 +9,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf, open_dict
 
+from rg_verl.config import ConfigError
 from rg_verl.cpu.settings import CPU_SETTINGS
 from rg_verl.grpo.launch import apply_device_settings, plugin_modules, process_env
 from tests.helpers import REPO
@@ -42,6 +44,15 @@ def test_cpu_config_loads_cpu_platform_and_hf_rollout():
     assert env["VERL_PLATFORM"] == "cpu"
     assert env["PYTHONHASHSEED"].isdigit()  # reasoning-gym items must not depend on the hash seed
     assert env["VERL_USE_EXTERNAL_MODULES"].split(",")[-3:] == plugin_modules(config)
+
+
+def test_inherited_plugin_modules_are_kept_and_moved_ones_refused(monkeypatch):
+    config = compose_config("configs/smoke", "cpu")
+    monkeypatch.setenv("VERL_USE_EXTERNAL_MODULES", "my_plugin, rg_verl.hf_rollout")
+    assert process_env(config)["VERL_USE_EXTERNAL_MODULES"].split(",") == ["my_plugin", *plugin_modules(config)]
+    monkeypatch.setenv("VERL_USE_EXTERNAL_MODULES", "my_plugin,rg_verl.trainer")
+    with pytest.raises(ConfigError, match=r"^VERL_USE_EXTERNAL_MODULES: 'rg_verl.trainer' moved to 'rg_verl.grpo"):
+        process_env(config)
 
 
 def test_cuda_config_loads_no_cpu_plugin():
@@ -172,12 +183,70 @@ def test_run_visits_each_room_once_in_order(monkeypatch, tmp_path):
 def test_an_unknown_tiny_model_option_is_refused_before_building(tmp_path):
     from rg_verl.config import ConfigError
     from rg_verl.grpo.launch import ensure_model
-    from rg_verl.tiny_model import build_options
 
     config = compose_config("configs/smoke", "cpu", [f"actor_rollout_ref.model.path={tmp_path / 'model'}"])
     with open_dict(config):
         config.tiny_model.hiden_size = 8
-    with pytest.raises(ConfigError, match=r"^tiny_model\.hiden_size: unknown key; valid keys: build_if_missing, seed,"):
+    valid = "seed, hidden_size, num_layers, num_heads, num_kv_heads, intermediate_size, vocab_size, "
+    valid += "max_position_embeddings, build_if_missing, warm_start"
+    with pytest.raises(ConfigError) as error:
         ensure_model(config)
+    assert str(error.value) == f"tiny_model.hiden_size: unknown key (did you mean 'hidden_size'?); valid keys: {valid}"
     assert not (tmp_path / "model").exists()
-    assert "hidden_size" in build_options() and "warm_start" in build_options()
+
+
+def test_a_dry_run_refuses_a_bad_tiny_model_key_naming_the_field(tmp_path):
+    proc = run_entry_point(
+        tmp_path, "+dry_run=true", "+tiny_model.hidden_sise=8", f"actor_rollout_ref.model.path={tmp_path / 'model'}"
+    )
+    assert proc.returncode != 0
+    assert "Invalid config: tiny_model.hidden_sise: unknown key (did you mean 'hidden_size'?)" in proc.stderr
+    assert "--- train[0]" not in proc.stdout and not (tmp_path / "model").exists()
+
+
+def test_ensure_model_passes_the_warm_start_and_the_runs_datasets(tmp_path, monkeypatch):
+    from rg_verl.grpo import launch
+    from rg_verl.tiny_model import TinyModelOptions
+    from rg_verl.warm_start import WARM_START_DEFAULTS
+
+    calls = []
+    monkeypatch.setattr(launch, "ensure_tiny_model", lambda path, **kwargs: calls.append((path, kwargs)))
+    config = compose_config("configs/smoke", "learn", [f"actor_rollout_ref.model.path={tmp_path / 'm'}"])
+    smoke = compose_config("configs/smoke", "cpu", [f"actor_rollout_ref.model.path={tmp_path / 's'}"])
+    launch.ensure_model(config)
+    launch.ensure_model(smoke)
+    (path, kwargs), (smoke_path, smoke_kwargs) = calls
+    plain = dataclasses.asdict(TinyModelOptions())  # every size at its declared default
+    assert smoke_kwargs == {**plain, "warm_start": None} and smoke_path == str(tmp_path / "s")  # smoke: plain
+    warm = kwargs.pop("warm_start")
+    assert kwargs == plain and path == str(tmp_path / "m")
+    assert warm["steps"] == 150 and warm["format_rate"] == 0.3 and warm["seed"] == 0
+    assert warm["datasets"] == {"chain_sum": dict(config.reasoning_gym.datasets.chain_sum.config)}
+    assert warm["system_prompt"] == "default"
+    assert {key: warm[key] for key in ("batch_size", "lr", "num_prompts")} == {
+        key: WARM_START_DEFAULTS[key] for key in ("batch_size", "lr", "num_prompts")
+    }
+    # a relative path is left to verl: nothing is built
+    launch.ensure_model(compose_config("configs/smoke", "learn", ["actor_rollout_ref.model.path=relative/m"]))
+    assert len(calls) == 2
+    # the learn config's model lives apart from the smoke config's plain one
+    monkeypatch.delenv("RG_VERL_TINY_MODEL", raising=False)
+    monkeypatch.delenv("RG_VERL_LEARN_MODEL", raising=False)
+    default_learn = compose_config("configs/smoke", "learn").actor_rollout_ref.model.path
+    default_smoke = compose_config("configs/smoke", "cpu").actor_rollout_ref.model.path
+    assert default_learn != default_smoke
+
+
+def test_ensure_model_rejects_unknown_tiny_model_options(tmp_path, monkeypatch):
+    from rg_verl.config import ConfigError
+    from rg_verl.grpo import launch
+
+    monkeypatch.setattr(launch, "ensure_tiny_model", lambda path, **kwargs: pytest.fail("built a model"))
+    path = f"actor_rollout_ref.model.path={tmp_path / 'm'}"
+    bad_key = compose_config("configs/smoke", "learn", [path, "+tiny_model.hidden=8"])
+    bad_option = compose_config("configs/smoke", "learn", [path, "+tiny_model.warm_start.stpes=8"])
+    with pytest.raises(ConfigError, match=r"^tiny_model\.hidden: unknown key \(did you mean 'hidden_size'\?\)"):
+        launch.ensure_model(bad_key)
+    with pytest.raises(ConfigError, match=r"^tiny_model\.warm_start\.stpes: unknown key \(did you mean 'steps'\?\)"):
+        launch.ensure_model(bad_option)
+    assert not (tmp_path / "m").exists()
