@@ -98,6 +98,7 @@ def per_call_us(fn, args_list, min_calls: int) -> float:
 def micro_benchmarks(ours, stock, calls: int) -> list[tuple[str, float, float]]:
     """(what, ours us/call, stock us/call) for dataset items and reward calls."""
     from rg_verl.reward import compute_score
+    from rg_verl.vocab import formatted
 
     indices = [(i,) for i in range(len(ours))]
     rows = [("dataset __getitem__", per_call_us(ours.__getitem__, indices, calls),
@@ -107,7 +108,7 @@ def micro_benchmarks(ours, stock, calls: int) -> list[tuple[str, float, float]]:
         item = ours[i]
         truth = item["reward_model"]["ground_truth"]
         answer = truth if i % 2 else "wrong"  # half right, half wrong
-        response = f"<think>some reasoning</think> <answer>{answer}</answer>"
+        response = formatted("some reasoning", answer)
         reward_args.append((item["data_source"], response, truth, item["extra_info"]))
     rows.append(("reward call", per_call_us(compute_score, reward_args, calls),
                  per_call_us(constant_reward, reward_args, calls)))  # fmt: skip
