@@ -18,11 +18,9 @@ import logging
 import re
 from typing import Any
 
-# gsm8k_reference and last_boxed live in rg_verl.final_answer; re-exported for callers that import them from here
-from rg_verl.final_answer import gsm8k_reference, last_boxed
 from rg_verl.reward.time_limit import Status, call_bounded
 
-__all__ = ["MAX_ANSWER_CHARS", "gsm8k_reference", "last_boxed", "math_equal", "math_equal_status"]
+__all__ = ["MAX_ANSWER_CHARS", "math_equal", "math_equal_status"]
 
 logger = logging.getLogger(__name__)
 
