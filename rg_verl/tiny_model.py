@@ -26,22 +26,13 @@ from typing import Any
 from rg_verl.atomic import PublishError, staging_dir
 from rg_verl.schema import ConfigError, option, parse_section
 from rg_verl.vocab import TAGS
-from rg_verl.warm_start import (
-    WARM_START_DEFAULTS,
-    WARM_START_RECORD,
-    WarmStartOptions,
-    run_warm_start,
-    warm_start_options,
-)
+from rg_verl.warm_start import WARM_START_RECORD, WarmStartOptions, run_warm_start, warm_start_options
 
 __all__ = [
-    "WARM_START_DEFAULTS",
-    "WARM_START_RECORD",
     "TinyModelConfig",
     "TinyModelOptions",
     "build_tiny_model",
     "ensure_tiny_model",
-    "warm_start_options",
 ]
 
 logger = logging.getLogger(__name__)

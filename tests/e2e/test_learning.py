@@ -148,7 +148,7 @@ def test_run_draws_its_reward_curve_from_verls_metrics(grpo_run):
 
 @pytest.mark.slow
 def test_warm_start_makes_the_format_reachable_not_saturated(grpo_run, negated_run, model_dir):
-    from rg_verl.tiny_model import WARM_START_RECORD
+    from rg_verl.warm_start import WARM_START_RECORD
 
     record = json.loads((model_dir / WARM_START_RECORD).read_text())
     assert record["options"]["warm_start"]["format_rate"] == 0.3

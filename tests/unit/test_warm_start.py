@@ -38,19 +38,19 @@ from rg_verl.warm_start import (
 
 def test_warm_start_options_are_checked_and_recorded(tmp_path, tiny_dir):
     with pytest.raises(ConfigError, match=r"^warm_start\.stpes: unknown key"):
-        tiny.warm_start_options({"stpes": 3})
+        warm_start_options({"stpes": 3})
     with pytest.raises(ConfigError, match=r"^warm_start\.format_rate: 1\.5 is above 1\.0"):
-        tiny.warm_start_options({"format_rate": 1.5})
-    options = tiny.warm_start_options({"datasets": {"chain_sum": {"weight": 2.0, "config": {"min_terms": 2}}}})
+        warm_start_options({"format_rate": 1.5})
+    options = warm_start_options({"datasets": {"chain_sum": {"weight": 2.0, "config": {"min_terms": 2}}}})
     assert (
-        options["datasets"] == {"chain_sum": {"min_terms": 2}} and options["steps"] == tiny.WARM_START_DEFAULTS["steps"]
+        options["datasets"] == {"chain_sum": {"min_terms": 2}} and options["steps"] == WARM_START_DEFAULTS["steps"]
     )
 
     small = {"hidden_size": 32, "num_layers": 1}
     warm = {"steps": 2, "batch_size": 2, "num_prompts": 4}
     built = tiny.ensure_tiny_model(tmp_path / "warm", warm_start=warm, **small)
-    record = json.loads((built / tiny.WARM_START_RECORD).read_text())
-    assert record["options"]["warm_start"] == tiny.warm_start_options(warm)
+    record = json.loads((built / WARM_START_RECORD).read_text())
+    assert record["options"]["warm_start"] == warm_start_options(warm)
     assert record["options"]["hidden_size"] == 32
     assert tiny.ensure_tiny_model(built, warm_start=warm, **small) == built  # same options: reused
     for other in ({"warm_start": {**warm, "format_rate": 0.5}, **small}, small):
@@ -60,10 +60,6 @@ def test_warm_start_options_are_checked_and_recorded(tmp_path, tiny_dir):
     assert set(record["losses"]) == {"loss_first", "loss_last"}
     assert not (tiny_dir / WARM_START_RECORD).exists()
 
-
-def test_tiny_model_reexports_the_warm_start_api():
-    assert tiny.warm_start_options is warm_start_options and tiny.WARM_START_DEFAULTS is WARM_START_DEFAULTS
-    assert tiny.WARM_START_RECORD == WARM_START_RECORD == "warm_start.json"
 
 
 def test_no_options_mean_no_warm_start_and_empty_options_the_defaults():
