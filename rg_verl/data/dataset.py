@@ -214,6 +214,10 @@ class ReasoningGymDataset(Dataset):
             return FileDataset(name, spec.source, self.split, config, seed=seed)
         return create_dataset(name, **config, seed=dataset_seed(self.base_seed, self.split, name), size=self.size)
 
+    def distinct_items(self, name: str) -> int | None:
+        """How many distinct items mix entry ``name`` holds: a file dataset's rows, None for a generator."""
+        return len(self.datasets[name]) if self.mix[name].source is not None else None
+
     def __len__(self) -> int:
         if self.max_samples is not None and self.max_samples > 0:
             return min(self.size, self.max_samples)

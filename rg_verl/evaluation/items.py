@@ -48,9 +48,8 @@ class EvalDataset:
     def build(cls, category: str, entry: DatasetEntry) -> EvalDataset:
         """The dataset of ``entry``; generates no item yet."""
         items = eval_split({entry.dataset: entry.mix_spec()}, entry.seed, entry.size)
-        size = entry.size
-        if entry.source is not None:  # a file's rows, each once: size caps them
-            size = min(size, len(items.datasets[entry.dataset]))
+        rows = items.distinct_items(entry.dataset)  # a file's rows, each once: they cap the size
+        size = entry.size if rows is None else min(entry.size, rows)
         return cls(category=category, entry=entry, items=items, size=size)
 
     @property

@@ -322,3 +322,16 @@ def test_to_json_safe():
     assert safe["(1, 2)"] == "tuple key" and safe["5"] == "int key"
     assert isinstance(safe["obj"], str)
     assert json.loads(json.dumps(safe)) == safe
+
+
+def test_distinct_items_counts_a_files_rows_and_not_a_generator(math_data):
+    section = {
+        "datasets": {
+            "chain_sum": {},
+            "gsm8k": {"source": {"format": "gsm8k", "val": str(math_data / "gsm8k" / "test.parquet")}},
+        },
+        "val_size": 4,
+    }
+    dataset = ReasoningGymDataset("reasoning_gym://val", config=OmegaConf.create({"reasoning_gym": section}))
+    assert dataset.distinct_items("chain_sum") is None
+    assert dataset.distinct_items("gsm8k") == 2  # the fixture's test file holds two usable rows
