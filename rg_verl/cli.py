@@ -4,6 +4,7 @@
     rg-verl evaluate --config YAML [--model-path DIR] ...                      # evaluation/evaluate_model.py
     rg-verl convert  <ckpt>/global_step_N/actor <out_dir> [name] ...           # utils/load_fsdp_to_hf.py
     rg-verl demo     <model_dir> [--max-tokens N] ...                          # ask a model questions
+    rg-verl export   [--config-path DIR] [--config-name NAME] --split S --out DIR  # utils/export_split.py
 
 A subcommand's module is imported only when it runs, so ``rg-verl --help`` answers at once.
 """
@@ -24,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "convert": ("rg_verl.checkpoint.cli", "FSDP checkpoint -> Hugging Face model (as utils/load_fsdp_to_hf.py)"),
     "demo": ("rg_verl.evaluation.demo", "ask a model questions or reasoning-gym items, from a terminal or a pipe"),
+    "export": ("rg_verl.data.export", "write a split of a config to parquet in verl's RLHF layout (--hf: datasets)"),
 }
 
 

@@ -223,11 +223,11 @@ class ReasoningGymConfig:
         {}, "dataset name -> {weight, config, source}: the training mix", parse=_parse_mix
     )
     seed: int = option(
-        42, "base seed; train, validation and evaluation derive disjoint seed spaces from it", low=0, high=MAX_SEED
+        42, "base seed; train, validation and evaluation derive their own seed spaces from it", low=0, high=MAX_SEED
     )
-    train_size: int = option(10000, "items in one training epoch", low=1, high=MAX_SPLIT_SIZE)
-    val_size: int = option(200, "items in the validation split", low=1, high=MAX_SPLIT_SIZE)
-    eval_size: int = option(200, "items in the evaluation split", low=1, high=MAX_SPLIT_SIZE)
+    train_size: int = option(10000, "items in one training epoch", low=1, high=MAX_SPLIT_SIZE["train"])
+    val_size: int = option(200, "items in the validation split", low=1, high=MAX_SPLIT_SIZE["val"])
+    eval_size: int = option(200, "items in the evaluation split", low=1, high=MAX_SPLIT_SIZE["eval"])
     system_prompt: str | None = option("default", "a key of reasoning_gym.utils.SYSTEM_PROMPTS, or literal text")
     val_datasets: dict[str, DatasetSpec] = option(
         {}, "the validation and evaluation mix, same shape as datasets; empty: the training mix", parse=_parse_val_mix

@@ -15,6 +15,7 @@ Data sources. An item's ``data_source`` says where it came from and so how it is
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 # ---- splits and seeds (rg_verl.data.dataset documents the seed-space rule)
@@ -24,9 +25,16 @@ SPLIT_URI = "reasoning_gym://"
 EVAL_SPLIT = f"{SPLIT_URI}eval"
 # generator seeds of split k lie in [seed + k * SPLIT_STRIDE, seed + (k + 1) * SPLIT_STRIDE)
 SPLIT_STRIDE = 10**9
-# each dataset of a split starts at its own offset below this, so a split holds at most the rest
+# each dataset of a split starts at its own offset below this; its candidates use the rest
 DATASET_OFFSET_RANGE = 10**8
-MAX_SPLIT_SIZE = SPLIT_STRIDE - DATASET_OFFSET_RANGE
+# every question belongs to one split, by its hash (rg_verl.data.holdout): these are the splits' shares
+SPLIT_SHARES = {"train": 0.9, "val": 0.05, "eval": 0.05}
+# an item tries up to this many candidates for a question in its split's share; a question in the share
+# (mass = the share) is missed by all of them with probability below 1e-9
+MAX_ATTEMPTS = {split: math.ceil(math.log(1e-9) / math.log(1 - share)) for split, share in SPLIT_SHARES.items()}
+# the largest size of each split; candidate a of item i uses seed offset a * MAX_SPLIT_SIZE[split] + i,
+# so every candidate of the split fits in its seed space (MAX_SPLIT_SIZE * MAX_ATTEMPTS <= the rest)
+MAX_SPLIT_SIZE = {"train": 10**8, "val": 2 * 10**6, "eval": 2 * 10**6}
 # base seeds lie in [0, MAX_SEED]: every generator seed then stays below 2**32 (numpy's limit)
 MAX_SEED = SPLIT_STRIDE - 1
 

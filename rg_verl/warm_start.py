@@ -17,10 +17,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rg_verl.data.holdout import split_of
 from rg_verl.schema import ConfigError, named_mappings, option, parse_section
 from rg_verl.vocab import (
     ANSWER_CLOSE,
     ANSWER_OPEN,
+    MAX_ATTEMPTS,
     MAX_SEED,
     SPLIT_STRIDE,
     SPLITS,
@@ -48,7 +50,8 @@ WARM_START_SEED_BASE = MAX_SEED + len(SPLITS) * SPLIT_STRIDE
 _SEED_BLOCK = 1000
 # generator seeds must stay below 2**32 (some generators seed numpy): the largest seed and prompt count
 MAX_PROMPTS = 10**6
-MAX_WARM_START_SEED = (2**32 - WARM_START_SEED_BASE - MAX_PROMPTS) // _SEED_BLOCK - 1
+# (a dataset's candidates take up to MAX_ATTEMPTS["train"] blocks of its prompt count: held-out questions are skipped)
+MAX_WARM_START_SEED = (2**32 - WARM_START_SEED_BASE - MAX_ATTEMPTS["train"] * MAX_PROMPTS) // _SEED_BLOCK - 1
 _THOUGHTS = ("let me think", "work it out", "step by step", "check the numbers", "read the question", "count them")
 
 
@@ -137,17 +140,33 @@ def warm_start_response(answer: str, strict: bool, rng: random.Random) -> str:
     return rng.choice((f"{thought}. The answer is {answer}.", f"{answer}", f"{thought}: {answer}", lenient))
 
 
-def _prompts(tokenizer: Any, options: dict[str, Any]) -> list[tuple[list[int], str]]:
-    """(prompt token ids, answer) pairs: chat-formatted reasoning-gym items, datasets taking turns."""
+def _training_share_items(name: str, config: dict, seed: int, count: int) -> list[dict]:
+    """``count`` items of dataset ``name`` whose questions belong to the training share: the warm start
+    never teaches a question that a validation or evaluation split can hold (rg_verl.data.holdout)."""
     import reasoning_gym
 
+    items: list[dict] = []
+    for block in range(MAX_ATTEMPTS["train"]):
+        candidates = reasoning_gym.create_dataset(name, **config, seed=seed + block * count, size=count)
+        items += [entry for entry in candidates if split_of(entry["question"]) == "train"]
+        if len(items) >= count:
+            return items[:count]
+    raise ValueError(
+        f"tiny_model.warm_start: dataset {name!r} gave {len(items)} of {count} prompts in the training share "
+        f"from {MAX_ATTEMPTS['train'] * count} candidates; its space at these params is almost all held out, "
+        "so pick another dataset or widen its params"
+    )
+
+
+def _prompts(tokenizer: Any, options: dict[str, Any]) -> list[tuple[list[int], str]]:
+    """(prompt token ids, answer) pairs: chat-formatted reasoning-gym items, datasets taking turns."""
     names = list(options["datasets"])
     count = -(-options["num_prompts"] // len(names))
     system = system_prompt(options["system_prompt"])
     items: dict[str, list[dict]] = {}
     for offset, name in enumerate(names):
         seed = WARM_START_SEED_BASE + options["seed"] * _SEED_BLOCK + offset
-        items[name] = list(reasoning_gym.create_dataset(name, **options["datasets"][name], seed=seed, size=count))
+        items[name] = _training_share_items(name, options["datasets"][name], seed, count)
     prompts = []
     for i in range(options["num_prompts"]):
         entry = items[names[i % len(names)]][i // len(names)]

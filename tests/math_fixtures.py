@@ -64,6 +64,26 @@ MATH_ROWS = [
     {"problem": "A proof.", "solution": "Trivially true.", "level": "Level 3", "type": "Algebra"},
 ]
 
+# the test files' rows: other questions than the training rows (validation and evaluation leave training
+# questions out), with the answers, levels and types of the training rows they stand beside
+GSM8K_TEST_ROWS = [
+    {
+        "question": "Natalia sold 48 clips in June and half as many in July. How many did she sell in the two months?",
+        "answer": "48/2 = <<48/2=24>>24 in July, 48+24 = <<48+24=72>>72 in all.\n#### 72",
+    },
+    {
+        "question": "Weng earns $12 an hour. Today she babysat for 50 minutes. How much did she earn today?",
+        "answer": "12/60 = $<<12/60=0.2>>0.2 a minute, 0.2 x 50 = $<<0.2*50=10>>10.\n#### 10",
+    },
+]
+MATH_TEST_ROWS = [
+    {**MATH_ROWS[0], "problem": "What is $\\frac{3}{8}+\\frac{1}{8}$?"},
+    {**MATH_ROWS[1], "problem": "Solve $3x = 9$."},
+    {**MATH_ROWS[2], "problem": "Find the real solutions of $x^4 = 1$, as a set."},
+    {**MATH_ROWS[3], "problem": "Simplify $\\sqrt{4}\\sqrt{3}$."},
+    {**MATH_ROWS[4], "problem": "Evaluate $\\log_3 243$."},
+]
+
 
 def write_parquet(path: Path, rows: list[dict]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -80,7 +100,7 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
 def write_math_dirs(root: Path) -> Path:
     """``root/gsm8k/{train,test}.parquet`` and ``root/math/{train,test}.jsonl``, the layout the math configs read."""
     write_parquet(root / "gsm8k" / "train.parquet", GSM8K_ROWS)
-    write_parquet(root / "gsm8k" / "test.parquet", GSM8K_ROWS[:2])
+    write_parquet(root / "gsm8k" / "test.parquet", GSM8K_TEST_ROWS)
     write_jsonl(root / "math" / "train.jsonl", MATH_ROWS)
-    write_jsonl(root / "math" / "test.jsonl", MATH_ROWS[:5])
+    write_jsonl(root / "math" / "test.jsonl", MATH_TEST_ROWS)
     return root

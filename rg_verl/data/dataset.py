@@ -17,8 +17,21 @@ processor=None, max_samples=-1)``, where ``config`` is verl's ``data`` section a
 
 Nothing is generated up front: each sub-dataset is constructed once (so that
 reasoning-gym validates its config) and items are generated in ``__getitem__``.
-An item is a pure function of (split seed, index). Prompts are not filtered by
-length (that would need generating every item); ``tokenizer`` is unused.
+An item is a pure function of (base seed, split, index, config). Prompts are not
+filtered by length (that would need generating every item); ``tokenizer`` is unused.
+
+Held out by content
+-------------------
+Every question belongs to one split, by a salted hash of its text (``rg_verl.data.holdout``:
+training 90%, validation 5%, evaluation 5%). Item ``i`` of dataset ``d`` tries candidates
+``a = 0, 1, ...`` (at most ``MAX_ATTEMPTS[split]``) and keeps the first whose question belongs to
+the split, so no training item of any run is a validation or evaluation item of any run. A held-out
+item costs about 20 candidates, a training item 1.1.
+
+When a dataset's space is too small for the split's share to hold a question at all (the search
+for its item 0, the *probe*, finds none), the dataset is left out of that split with a warning. An
+item whose search fails (a question of the share that is rare under the generator) repeats the
+probe's question. ``rg_verl.data.spaces`` estimates before a run whether a split has to repeat.
 
 Seed-space rule
 ---------------
@@ -29,13 +42,16 @@ and split number ``k`` (train=0, val=1, eval=2):
 * split seed: ``split_seed = seed + k * SPLIT_STRIDE``;
 * sub-dataset seed: ``split_seed + crc32(name) % DATASET_OFFSET_RANGE`` (a stable
   per-name offset, independent of the order of the config);
-* item ``i`` of the split uses item ``j = i`` of the dataset picked by a weighted
-  choice drawn from ``random.Random(f"{split_seed}:{i}")``.
+* candidate ``a`` of item ``i`` is item ``i`` of the dataset built with seed
+  ``dataset_seed + a * MAX_SPLIT_SIZE[split]`` (so an item does not depend on the split's size,
+  and a longer split starts with the items of a shorter one);
+* item ``i`` of the split comes from the dataset picked by a weighted choice drawn
+  from ``random.Random(f"{split_seed}:{i}")``.
 
-Since every split size is at most ``SPLIT_STRIDE - DATASET_OFFSET_RANGE``, all the
-generator seeds of split ``k`` lie in ``[seed + k*10**9, seed + (k+1)*10**9)``, so
-train, val and eval never share a generator seed. With ``0 <= seed < 10**9`` every
-seed stays below ``2**32`` (some generators seed numpy with it).
+Since ``MAX_SPLIT_SIZE[split] * MAX_ATTEMPTS[split] <= SPLIT_STRIDE - DATASET_OFFSET_RANGE``, all the
+generator seeds of split ``k`` lie in
+``[seed + k*10**9, seed + (k+1)*10**9)``. With ``0 <= seed < 10**9`` every seed stays below
+``2**32`` (some generators seed numpy with it).
 """
 
 from __future__ import annotations
@@ -43,6 +59,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import json
+import logging
 import operator
 import random
 import zlib
@@ -57,8 +74,11 @@ from torch.utils.data import Dataset
 from rg_verl.config import AdaptiveWeightsConfig, CurriculumConfig, ReasoningGymConfig
 from rg_verl.data.curriculum import MixState
 from rg_verl.data.files import FileDataset
+from rg_verl.data.holdout import question_hash, split_of
 from rg_verl.vocab import (
     DATASET_OFFSET_RANGE,
+    MAX_ATTEMPTS,
+    MAX_SPLIT_SIZE,
     SPLIT_STRIDE,
     SPLIT_URI,
     SPLITS,
@@ -67,7 +87,9 @@ from rg_verl.vocab import (
     system_prompt,
 )
 
-__all__ = ["ReasoningGymDataset", "parse_data_files", "split_seed", "dataset_seed", "to_json_safe"]
+logger = logging.getLogger(__name__)
+
+__all__ = ["EmptyShareError", "ReasoningGymDataset", "parse_data_files", "split_seed", "dataset_seed", "to_json_safe"]
 
 
 def parse_data_files(data_files: Any) -> str:
@@ -139,6 +161,10 @@ def to_json_safe(obj: Any) -> Any:
     return json.loads(json.dumps(_stringify_keys(obj), default=_json_default))
 
 
+class EmptyShareError(ValueError):
+    """No dataset of a split's mix has a question in the split's share: the split cannot have items."""
+
+
 class ReasoningGymDataset(Dataset):
     """A weighted mix of reasoning-gym datasets, generated item by item.
 
@@ -175,14 +201,30 @@ class ReasoningGymDataset(Dataset):
             settings.curriculum if self.split == "train" else CurriculumConfig(),
             settings.adaptive_weights if self.split == "train" else AdaptiveWeightsConfig(),
         )
-        self.datasets = {name: self._build(name) for name in self.mix}
+        self.datasets: dict[str, Any] = {}  # each entry's dataset: a file's rows, or candidate set 0
+        self._candidates: dict[str, list] = {}  # a generator's candidate sets 0, 1, ..., built when first needed
+        self._configs: dict[str, dict] = {}  # a generator's config at its current level
+        self.probes: dict[str, dict | None] = {}  # a generator's item 0: the question a failed search repeats
+        for name in self.mix:
+            self._build(name)
         self._set_weights(self.state.weights)
 
     def _set_weights(self, weights: dict[str, float]) -> None:
         self.weights = dict(weights)
-        # Only positive weights can be picked; the cumulative table drives the weighted choice.
-        self._names = [n for n, w in self.weights.items() if w > 0]
+        # Only positive weights of reachable datasets can be picked; the cumulative table drives the choice.
+        self._names = [n for n, w in self.weights.items() if w > 0 and n not in self.unreachable]
+        if not self._names:
+            raise EmptyShareError(
+                f"no dataset of the {self.split} mix can give a {self.split} item: "
+                f"{', '.join(sorted(self.unreachable))} hold no question in the {self.split} share; "
+                "widen their params (see the warnings above) or add datasets"
+            )
         self._cum_weights = list(itertools.accumulate(self.weights[n] for n in self._names))
+
+    @property
+    def unreachable(self) -> list[str]:
+        """The generators whose space holds no question of this split's share (left out of the split)."""
+        return [name for name, probe in self.probes.items() if probe is None]
 
     def update(self, results: dict[str, list[float]]) -> list[str]:
         """Feed one training step's results (dataset -> 1.0/0.0 per sample) to the curriculum.
@@ -192,7 +234,7 @@ class ReasoningGymDataset(Dataset):
         """
         changed = self.state.update(results)
         for name in changed:
-            self.datasets[name] = self._build(name)
+            self._build(name)
         self._set_weights(self.state.weights)
         return changed
 
@@ -202,17 +244,46 @@ class ReasoningGymDataset(Dataset):
 
     def load_state_dict(self, state: dict) -> None:
         self.state.load_state_dict(state)
-        self.datasets = {name: self._build(name) for name in self.mix}
+        for name in self.mix:
+            self._build(name)
         self._set_weights(self.state.weights)
 
-    def _build(self, name: str):
-        """Dataset ``name`` of this split at its current curriculum level: generated, or read from its file."""
+    def _build(self, name: str) -> None:
+        """Dataset ``name`` of this split at its current curriculum level: read from its file, or a generator
+        whose probe (its item 0) says whether the split's share holds any of its questions."""
         spec = self.mix[name]
         config = self.state.dataset_config(name, spec.config)
+        seed = dataset_seed(self.base_seed, self.split, name)
         if spec.source is not None:
-            seed = dataset_seed(self.base_seed, self.split, name)
-            return FileDataset(name, spec.source, self.split, config, seed=seed)
-        return create_dataset(name, **config, seed=dataset_seed(self.base_seed, self.split, name), size=self.size)
+            self.datasets[name] = FileDataset(name, spec.source, self.split, config, seed=seed)
+            return
+        # candidate set a holds the items of seeds seed + a * MAX_SPLIT_SIZE[split] + [0, size)
+        self._candidates[name] = [create_dataset(name, **config, seed=seed, size=self.size)]
+        self.datasets[name] = self._candidates[name][0]
+        self._configs[name] = config
+        self.probes[name] = self.search(name, 0)
+        if self.probes[name] is None:
+            logger.warning(
+                "reasoning_gym: dataset %r is left out of the %s split: none of %d candidates has a question "
+                "in the %s share, so its space at these params is too small; widen its params",
+                name, self.split, MAX_ATTEMPTS[self.split], self.split,
+            )
+
+    def _candidate_set(self, name: str, attempt: int):
+        sets = self._candidates[name]
+        while len(sets) <= attempt:
+            seed = dataset_seed(self.base_seed, self.split, name) + len(sets) * MAX_SPLIT_SIZE[self.split]
+            sets.append(create_dataset(name, **self._configs[name], seed=seed, size=self.size))
+        return sets[attempt]
+
+    def search(self, name: str, index: int) -> dict | None:
+        """Item ``index`` of generator ``name``: its first candidate whose question belongs to this split,
+        or None when all ``MAX_ATTEMPTS[split]`` candidates belong to other splits."""
+        for attempt in range(MAX_ATTEMPTS[self.split]):
+            entry = self._candidate_set(name, attempt)[index]
+            if split_of(entry["question"]) == self.split:
+                return entry
+        return None
 
     def distinct_items(self, name: str) -> int | None:
         """How many distinct items mix entry ``name`` holds: a file dataset's rows, None for a generator."""
@@ -228,13 +299,20 @@ class ReasoningGymDataset(Dataset):
         u = random.Random(f"{self.split_seed}:{index}").random() * self._cum_weights[-1]
         return self._names[min(bisect.bisect_right(self._cum_weights, u), len(self._names) - 1)]
 
+    def entry(self, name: str, index: int) -> dict:
+        """Mix entry ``name``'s entry for item ``index``: a file's row, or a generator's search (its probe
+        when the search fails)."""
+        if self.mix[name].source is not None:
+            return self.datasets[name][index]
+        return self.search(name, index) or self.probes[name]
+
     def __getitem__(self, index) -> dict:
         index = operator.index(index)
         if not 0 <= index < len(self):
             raise IndexError(f"index {index} out of range for {self.split} split of size {len(self)}")
         name = self.pick(index)
         dataset = self.datasets[name]
-        entry = to_json_safe(dataset[index])
+        entry = to_json_safe(self.entry(name, index))
         answer = entry.get("answer")
         return {
             "raw_prompt": chat_messages(self.system_prompt, entry["question"]),
@@ -245,6 +323,7 @@ class ReasoningGymDataset(Dataset):
                 "index": index,
                 "dataset": name,
                 "category": dataset.category,
+                "question_hash": question_hash(entry["question"]),
                 "entry": entry,
             },
             "index": index,

@@ -18,10 +18,12 @@ instead of generating them::
 
 The layouts, and how a row becomes an entry, are in ``rg_verl.data.formats``. An entry's data
 source is ``math/<name>``, scored by math-verify's equivalence (``rg_verl.reward.math_verify``).
-``eval`` defaults to ``val``. Item ``i`` of a split is row ``i mod n`` of the filtered rows in a
-seeded order, so a split shorter than its file draws from all of it (MATH files are sorted by
-subject), and ``n`` items cover every row once. The difficulty curriculum
-(``rg_verl.data.curriculum.LevelCurriculum``) raises the maximum level over training.
+``eval`` defaults to ``val``. Validation and evaluation leave out every row whose question is also
+in the source's ``train`` file (compared as ``rg_verl.data.holdout.normalise`` writes it: whitespace
+aside), so no held-out item is a training item; training is never filtered. Item ``i`` of a split is
+row ``i mod n`` of the remaining rows in a seeded order, so a split shorter than its file draws from
+all of it (MATH files are sorted by subject), and ``n`` items cover every row once. The difficulty
+curriculum (``rg_verl.data.curriculum.LevelCurriculum``) raises the maximum level over training.
 
 ``rg_verl.config`` checks the shape of a ``source`` without touching the disk; :func:`check_sources`
 reads the files a run needs and checks them before training starts (``rg_verl.grpo.launch``).
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import random
 from collections.abc import Sequence
@@ -39,10 +42,13 @@ from typing import Any
 from rg_verl.config import DatasetSpec, ReasoningGymConfig
 from rg_verl.data.curriculum import LevelCurriculum
 from rg_verl.data.formats import FILE_SUFFIXES, FORMATS, FileSource
+from rg_verl.data.holdout import normalise
 from rg_verl.schema import ConfigError
 from rg_verl.vocab import FILE_CATEGORY
 
-__all__ = ["FileDataset", "SourceError", "check_sources", "read_rows"]
+__all__ = ["FileDataset", "SourceError", "check_sources", "read_rows", "training_questions"]
+
+logger = logging.getLogger(__name__)
 
 
 class SourceError(ValueError):
@@ -142,8 +148,42 @@ def _passes(entry: dict, config: dict) -> bool:
     return not config.get("types") or entry["metadata"].get("type") in config["types"]
 
 
+def _label(file: str | dict) -> str:
+    """A file as the messages name it: its path, or its hub dataset and split."""
+    if isinstance(file, str):
+        return file
+    name = f" {file['name']}" if file.get("name") else ""
+    return f"hub {file.get('hub')}{name}, split {file.get('split')}"
+
+
+def _entries(file: str | dict, layout: str) -> list[dict]:
+    """The entries of every usable row of ``file`` in format ``layout``, its columns checked."""
+    rows = read_rows(file)
+    _check_columns(_label(file), rows, layout)
+    to_entry = FORMATS[layout].to_entry
+    return [entry for entry in (to_entry(row, index) for index, row in enumerate(rows)) if entry]
+
+
+@functools.lru_cache(maxsize=16)
+def _cached_questions(key: str, layout: str) -> frozenset[str]:
+    return frozenset(normalise(entry["question"]) for entry in _entries(json.loads(key), layout))
+
+
+def training_questions(source: FileSource) -> frozenset[str]:
+    """The normalised questions of every usable row of the source's ``train`` file (none without one).
+
+    Every usable row counts, whatever the level and type filters, since a curriculum or another mix
+    entry on the same file can draw any of them. Converted once per process and file.
+    """
+    file = source.files.get("train")
+    return frozenset() if file is None else _cached_questions(json.dumps(file, sort_keys=True), source.format)
+
+
 class FileDataset:
     """The entries of one split of a file source, filtered by difficulty and type.
+
+    A validation or evaluation split also leaves out the rows whose question is in the source's
+    ``train`` file (:func:`training_questions`), and logs how many; :attr:`dropped` counts them.
 
     Args:
         name: the mix entry's name (the data source is ``math/<name>``).
@@ -153,8 +193,9 @@ class FileDataset:
         seed: the seed of the rows' order (item ``i`` is row ``i mod n`` of that order).
 
     Raises:
-        SourceError: if the split has no file, the file lacks the layout's columns, or no row
-            is left after filtering. The message names the file and the fix.
+        SourceError: if the split has no file, the file lacks the layout's columns, every row's
+            question is also a training question, or no row is left after filtering. The message
+            names the file (both files, for training questions) and the fix.
     """
 
     category = FILE_CATEGORY
@@ -164,21 +205,45 @@ class FileDataset:
         file = source.file(split)
         if file is None:
             raise SourceError(f"dataset {name!r} has no {split} file; set {split} in its source")
-        rows = read_rows(file)
-        label = file if isinstance(file, str) else f"hub {file.get('hub')}"
-        _check_columns(label, rows, source.format)
+        label, total = _label(file), len(read_rows(file))
+        entries = _entries(file, source.format)
+        # filtered before the shuffle: item i stays a function of the seed, i and the two files
+        self.dropped = 0
+        if split != "train" and "train" in source.files:
+            entries = self._held_out(entries, source, split, label, total)
         config = dict(config or {})
-        to_entry = FORMATS[source.format].to_entry
-        entries = [e for e in (to_entry(row, index) for index, row in enumerate(rows)) if e and _passes(e, config)]
+        entries = [entry for entry in entries if _passes(entry, config)]
         if not entries:
             raise SourceError(
-                f"{label}: no usable row for dataset {name!r} (of {len(rows)} rows) with config {config}; "
+                f"{label}: no usable row for dataset {name!r} (of {total} rows) with config {config}; "
                 "check the file's format and the level/type filters"
             )
         # a seeded order: a split shorter than the file samples all of it, not its first rows
         # (files are often sorted, e.g. MATH by subject)
         random.Random(seed).shuffle(entries)
         self.entries = entries
+
+    def _held_out(self, entries: list[dict], source: FileSource, split: str, label: str, total: int) -> list[dict]:
+        """``entries`` less those whose question is a training question; sets :attr:`dropped`."""
+        train = training_questions(source)
+        kept = [entry for entry in entries if normalise(entry["question"]) not in train]
+        self.dropped = len(entries) - len(kept)
+        train_label = _label(source.files["train"])
+        if entries and not kept:
+            raise SourceError(
+                f"{label}: every usable row of dataset {self.name!r} ({len(entries)} of {total}) has a question "
+                f"that is also in the training file {train_label}, so the {split} split has no item left; point "
+                f"source.{split} at a file of other questions (the dataset's test split, say)"
+            )
+        if self.dropped:
+            logger.warning(
+                "%s: left out %d of %d rows whose question is also in the training file %s",
+                label,
+                self.dropped,
+                total,
+                train_label,
+            )
+        return kept
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -190,15 +255,29 @@ class FileDataset:
 # ---- the check before training: every file a run needs, read once
 
 
-def _open_split(where: str, name: str, spec: DatasetSpec, split: str) -> FileDataset:
-    """Split ``split`` of file dataset ``name`` (at ``where``), or a ConfigError naming the field and the fix."""
-    at = f"{where}.source.{split}"
-    file = spec.source.required_file(where, name, split)
+def _check_exists(at: str, file: str | dict) -> None:
     if isinstance(file, str) and not os.path.isfile(os.path.expanduser(file)):
         raise ConfigError(
             f"{at}: {file!r} does not exist; download GSM8K and MATH with "
             "'python utils/download_math_data.py --out data' or point this field at your copy"
         )
+
+
+def _open_split(where: str, name: str, spec: DatasetSpec, split: str) -> FileDataset:
+    """Split ``split`` of file dataset ``name`` (at ``where``), or a ConfigError naming the field and the fix.
+
+    A held-out split reads the training file too (its questions are left out), so a bad training
+    file is named at ``source.train`` whichever split needs it.
+    """
+    file = spec.source.required_file(where, name, split)
+    if split != "train" and "train" in spec.source.files:
+        _check_exists(f"{where}.source.train", spec.source.files["train"])
+        try:
+            training_questions(spec.source)
+        except SourceError as error:
+            raise ConfigError(f"{where}.source.train: {error}") from None
+    at = f"{where}.source.{split}"
+    _check_exists(at, file)
     try:
         return FileDataset(name, spec.source, split, spec.config)
     except SourceError as error:

@@ -1,20 +1,24 @@
 """Evaluation items: one ``rg_verl.data.dataset.ReasoningGymDataset`` per dataset of the config.
 
-Items come from the dataset's ``eval`` split, whose generator seeds never meet those of training
-or validation (see ``rg_verl.data.dataset``). A dataset read from a file (GSM8K, MATH) gives its rows
+Items come from the dataset's ``eval`` split, whose questions all belong to the evaluation share
+(``rg_verl.data.holdout``): no evaluation item is a training or validation item of any run, whatever
+the seeds. A dataset read from a file (GSM8K, MATH) gives its rows
 in order, each once, at most ``size`` of them. Each dataset entry of the YAML gets its own dataset object,
 so its ``size``, ``seed`` and ``params`` apply to it alone.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from omegaconf import OmegaConf
 
-from rg_verl.data.dataset import ReasoningGymDataset
+from rg_verl.data.dataset import EmptyShareError, ReasoningGymDataset
 from rg_verl.evaluation.config import DatasetEntry, EvalConfig
 from rg_verl.vocab import EVAL_SPLIT, Messages, chat_messages
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["EvalDataset", "eval_datasets", "eval_split", "prompt_messages"]
 
@@ -35,19 +39,27 @@ class EvalDataset:
     Args:
         category: the label of the category the entry is listed under.
         entry: the config's entry.
-        items: the entry's evaluation split.
+        items: the entry's evaluation split; None when its space holds no question of the evaluation share.
         size: how many of its items are evaluated: ``entry.size``, or a file's rows if it has fewer.
     """
 
     category: str
     entry: DatasetEntry
-    items: ReasoningGymDataset
+    items: ReasoningGymDataset | None
     size: int
 
     @classmethod
     def build(cls, category: str, entry: DatasetEntry) -> EvalDataset:
-        """The dataset of ``entry``; generates no item yet."""
-        items = eval_split({entry.dataset: entry.mix_spec()}, entry.seed, entry.size)
+        """The dataset of ``entry``; generates no item yet (but the probe of a generator's share).
+
+        A generator whose space holds no question of the evaluation share gets no item: it is reported
+        with 0 items rather than stopping the evaluation of the others.
+        """
+        try:
+            items = eval_split({entry.dataset: entry.mix_spec()}, entry.seed, entry.size)
+        except EmptyShareError as error:
+            logger.warning("%s/%s: evaluated on no item: %s", category, entry.dataset, error)
+            return cls(category=category, entry=entry, items=None, size=0)
         rows = items.distinct_items(entry.dataset)  # a file's rows, each once: they cap the size
         size = entry.size if rows is None else min(entry.size, rows)
         return cls(category=category, entry=entry, items=items, size=size)

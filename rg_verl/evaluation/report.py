@@ -3,7 +3,9 @@
 results.json keeps the reference evaluator's structure (``metadata``; ``categories[].datasets[]`` with
 ``name``, ``category``, ``average_score``, ``total_examples``, ``config`` and per-item ``results``, each
 with ``question``, ``expected_answer``, ``best_score``, ``mean_score`` and ``completions``) and adds
-``metrics`` at each level: per dataset, per category and overall (``metrics`` at the top).
+``metrics`` at each level: per dataset, per category and overall (``metrics`` at the top). Each dataset
+also says how many distinct questions it was evaluated on and whether its space ran short
+(``space_short``: fewer items than its ``size``, or repeated questions).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rg_verl.atomic import write_atomic
+from rg_verl.data.holdout import normalise
 from rg_verl.evaluation.config import EvalConfig
 from rg_verl.evaluation.items import EvalDataset
 from rg_verl.evaluation.metrics import aggregate
@@ -35,11 +38,15 @@ def build_results(
         items = [records[ds.item_key(i)] for i in range(len(ds)) if ds.item_key(i) in records]
         completions = [item["completions"] for item in items]
         metrics = aggregate(completions, k_values)
+        distinct = len({normalise(item["question"]) for item in items})
         dataset = {
             "name": ds.entry.dataset,
             "category": ds.category,
             "average_score": metrics["mean_score"],
             "total_examples": len(items),
+            "distinct_questions": distinct,
+            # fewer items than asked for, or repeats: the evaluation share (or the file) holds too few questions
+            "space_short": len(ds) < ds.entry.size or distinct < len(items),
             "config": {**ds.entry.params, "size": ds.entry.size, "seed": ds.entry.seed},
             "metrics": metrics,
         }
@@ -122,6 +129,14 @@ def summary_markdown(results: dict, config: EvalConfig) -> str:
         rows = [(d["name"], d["metrics"]) for d in category["datasets"]]
         rows.append(("**all**", category["metrics"]))
         lines += ["", f"## {category['name']}", "", _table(rows, columns, "dataset")]
+    short = [d for c in results["categories"] for d in c["datasets"] if d.get("space_short")]
+    if short:
+        lines += ["", "## Datasets whose evaluation share ran short", ""]
+        lines += [
+            f"- {d['category']}/{d['name']}: {d['total_examples']} items of {d['config']['size']} asked for, "
+            f"{d['distinct_questions']} distinct questions"
+            for d in short
+        ]
     return "\n".join(lines) + "\n"
 
 

@@ -4,8 +4,9 @@ A config travels through four rooms, once each:
 
 1. **validation** (:func:`rg_verl.config.validate`): our sections' schemas, the trainer and the plugin
    paths, before anything is built;
-2. **data** (:func:`rg_verl.data.files.check_sources`): every file dataset's files are read and checked
-   (``+dry_run=true`` stops after this room and prints sample items);
+2. **data** (:func:`rg_verl.data.files.check_sources`): every file dataset's files are read and checked,
+   and :func:`rg_verl.data.spaces.space_warnings` warns about generators whose space is too small for a
+   split (``+dry_run=true`` stops after this room and prints sample items and each split's repeats);
 3. **device** (:func:`prepare`): the CPU settings, the tiny model, the plugin environment;
 4. **launch**: verl's own checks, then ``run_ppo`` with verl's V1 task runner.
 
@@ -40,6 +41,7 @@ import rg_verl
 from rg_verl.config import MOVED_MODULES, ConfigError, tiny_model_config, validate
 from rg_verl.cpu.settings import PLATFORM_MODULE, apply_cpu_settings, cpu_env
 from rg_verl.data.files import check_sources
+from rg_verl.data.spaces import space_warnings
 from rg_verl.tiny_model import ensure_tiny_model
 from rg_verl.vocab import SPLIT_URI, SPLITS
 
@@ -141,8 +143,21 @@ def prepare(config: DictConfig) -> None:
             set_platform(PlatformCPU())
 
 
+# the training items a dry run counts repeats over (the validation split is counted whole)
+DRY_RUN_TRAIN_ITEMS = 1000
+
+
+def repeat_counts(dataset, count: int) -> dict[str, tuple[int, int]]:
+    """dataset name -> (items, distinct questions) over the first ``count`` items of ``dataset``."""
+    questions: dict[str, list[str]] = {}
+    for index in range(min(count, len(dataset))):
+        item = dataset[index]
+        questions.setdefault(item["extra_info"]["dataset"], []).append(item["extra_info"]["question_hash"])
+    return {name: (len(hashes), len(set(hashes))) for name, hashes in sorted(questions.items())}
+
+
 def dry_run(config: DictConfig, samples: int = 3) -> None:
-    """Print the resolved config and a few items of each split, without Ray or a model."""
+    """Print the resolved config, a few items of each split and each split's repeats, without Ray or a model."""
     # deliberately lazy: the dataset imports torch, which rg-verl train --help and a bad config never need
     from rg_verl.data.dataset import ReasoningGymDataset
 
@@ -155,6 +170,10 @@ def dry_run(config: DictConfig, samples: int = 3) -> None:
             for message in item["raw_prompt"]:
                 print(f"[{message['role']}] {message['content']}")
             print(f"[answer] {item['reward_model']['ground_truth']}")
+        count = DRY_RUN_TRAIN_ITEMS if split == "train" else len(dataset)
+        print(f"--- {split}: repeated questions in its first {min(count, len(dataset))} items")
+        for name, (items, distinct) in repeat_counts(dataset, count).items():
+            print(f"{name}: {items} items, {distinct} distinct questions, {items - distinct} repeats")
 
 
 def run(config: DictConfig) -> None:
@@ -164,6 +183,8 @@ def run(config: DictConfig) -> None:
     """
     settings = validate(config)
     check_sources(settings)
+    for warning in space_warnings(settings):
+        logger.warning(warning)
     if config.get("dry_run", False):
         dry_run(config)
         return

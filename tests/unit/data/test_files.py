@@ -2,6 +2,9 @@
 
 import fractions
 import json
+import logging
+import random
+import re
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -12,14 +15,18 @@ from rg_verl.config import ConfigError, ReasoningGymConfig, validate
 from rg_verl.data import files
 from rg_verl.data.curriculum import LevelCurriculum, MixState
 from rg_verl.data.dataset import ReasoningGymDataset
-from rg_verl.data.files import SourceError, check_sources, read_rows
+from rg_verl.data.files import FileDataset, SourceError, check_sources, read_rows, training_questions
+from rg_verl.data.formats import FORMATS, FileSource
+from rg_verl.data.holdout import normalise
 from rg_verl.reward import compute_score
 from rg_verl.vocab import source_name
 from tests.helpers import REPO
 from tests.math_fixtures import (
     GSM8K_REFERENCES,
     GSM8K_ROWS,
+    GSM8K_TEST_ROWS,
     MATH_ROWS,
+    MATH_TEST_ROWS,
     write_jsonl,
     write_math_dirs,
     write_parquet,
@@ -162,14 +169,17 @@ def test_hub_source_goes_through_datasets_load_dataset(monkeypatch, tmp_path):
 
     def fake_load_dataset(path, name=None, split=None):
         calls.append((path, name, split))
-        return GSM8K_ROWS
+        return GSM8K_ROWS if split == "test" else GSM8K_TEST_ROWS
 
     monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
-    hub = {"hub": "openai/gsm8k", "name": "main", "split": "test"}
-    spec = {"source": {"format": "gsm8k", "train": hub, "val": hub}}
+    hub = {"hub": "openai/gsm8k", "name": "main"}
+    spec = {"source": {"format": "gsm8k", "train": {**hub, "split": "train"}, "val": {**hub, "split": "test"}}}
     val = dataset("val", {"gsm8k": spec}, val_size=4)
     assert sorted(val[i]["reward_model"]["ground_truth"] for i in range(4)) == sorted(GSM8K_REFERENCES)
-    assert calls == [("openai/gsm8k", "main", "test")]
+    # the training split is read too, for the questions validation leaves out: each split once
+    assert sorted(calls) == [("openai/gsm8k", "main", "test"), ("openai/gsm8k", "main", "train")]
+    dataset("val", {"gsm8k": spec}, val_size=4)
+    assert len(calls) == 2
 
 
 # --- bad input ------------------------------------------------------------------------------------
@@ -288,15 +298,18 @@ def test_the_evaluator_checks_only_the_eval_split_which_falls_back_to_val(data):
 def test_a_run_reads_each_file_once(data):
     """check_sources reads the files; the datasets built after it (and a second check) read none again."""
     files._cached_rows.cache_clear()
+    files._cached_questions.cache_clear()
     section = {"datasets": {"gsm8k": gsm8k(data), "math": math(data, {"max_level": 3})}, "train_size": 8}
     section["curriculum"] = {"enabled": True, "levels": {"math": {"max_level": 2}}}
     settings = checked(section)
     assert files._cached_rows.cache_info().misses == 4  # train and val of each dataset
+    # the training questions that validation leaves out: converted once per training file
+    assert files._cached_questions.cache_info().misses == 2
     check_sources(settings)
-    for split in ("train", "val"):
+    for split in ("train", "val", "eval"):
         built = dataset(split, section["datasets"], train_size=8, curriculum=section["curriculum"])
         assert built[0]["data_source"].startswith("math/")
-    assert files._cached_rows.cache_info().misses == 4
+    assert files._cached_rows.cache_info().misses == 4 and files._cached_questions.cache_info().misses == 2
 
 
 # --- curriculum -----------------------------------------------------------------------------------
@@ -468,8 +481,9 @@ def test_download_script_writes_the_files_the_math_configs_read(monkeypatch, tmp
 
     def fake_load_dataset(path, name=None, split=None):
         calls.append((path, name, split))
-        rows = GSM8K_ROWS if path == "openai/gsm8k" else [r for r in MATH_ROWS if r["type"].lower() == name]
-        return datasets.Dataset.from_list(rows or [{**MATH_ROWS[0], "type": name}])
+        gsm8k_rows, math_rows = (GSM8K_ROWS, MATH_ROWS) if split == "train" else (GSM8K_TEST_ROWS, MATH_TEST_ROWS)
+        rows = gsm8k_rows if path == "openai/gsm8k" else [r for r in math_rows if r["type"].lower() == name]
+        return datasets.Dataset.from_list(rows or [{**math_rows[0], "type": name}])
 
     monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
     script = load_script("download_math_data")
@@ -525,7 +539,7 @@ def test_a_split_shorter_than_a_sorted_file_draws_from_all_of_it(tmp_path):
         for i in range(100)
     ]
     path = write_jsonl(tmp_path / "sorted.jsonl", rows)
-    spec = {"source": {"format": "math", "train": str(path), "val": str(path)}}
+    spec = {"source": {"format": "math", "val": str(path)}}
     val = dataset("val", {"math": spec}, val_size=20)
     types = [val[i]["extra_info"]["entry"]["metadata"]["type"] for i in range(20)]
     assert 5 <= types.count("Geometry") <= 15
@@ -600,3 +614,110 @@ def test_a_curriculum_that_can_reach_a_level_without_rows_is_refused(data):
     spec = math(data, {"types": ["Geometry"], "min_level": 4})
     section["datasets"]["math"] = spec
     assert checked(section).curriculum.levels == {"math": {"max_level": 4}}
+
+
+# --- held out: a validation or evaluation row is never a training question ----------------------------
+
+
+def apples(i: int) -> str:
+    return f"Ann has {i} apples and is given {i} more. How many apples does she have now?"
+
+
+def layout_row(layout: str, i: int, question: str) -> dict:
+    """A row of ``layout`` whose question is ``question`` and whose answer is ``2 * i``."""
+    if layout == "gsm8k":
+        return {"question": question, "answer": f"{i} + {i} = {2 * i}\n#### {2 * i}"}
+    return {"problem": question, "solution": f"$\\boxed{{{2 * i}}}$", "level": f"Level {i % 5 + 1}", "type": "Algebra"}
+
+
+def held_out_files(tmp_path, layout: str, train_rows: list[int] | None = None):
+    """A training parquet and a validation jsonl of ``layout``: 10 validation rows, of which the questions
+    of rows 0 to 2 are also in the training file (row 2's with other whitespace), beside 10 training rows
+    of their own. Returns the two paths."""
+    val = [layout_row(layout, i, apples(i)) for i in range(10)]
+    val[2][FORMATS[layout].columns[0]] = "  " + apples(2).replace(" and ", "\n and\t") + " \n"
+    order = train_rows if train_rows is not None else [0, 1, 2, *range(100, 110)]
+    train = [layout_row(layout, i + 1, apples(i)) for i in order]  # the same questions, other answers
+    return write_parquet(tmp_path / "train.parquet", train), write_jsonl(tmp_path / "val.jsonl", val)
+
+
+def source_of(layout: str, **files) -> FileSource:
+    return FileSource(layout, {split: str(path) for split, path in files.items()})
+
+
+@pytest.mark.parametrize("layout", ["gsm8k", "math"])
+def test_validation_and_evaluation_leave_out_the_training_questions_and_say_how_many(tmp_path, caplog, layout):
+    train, val = held_out_files(tmp_path, layout)
+    source = source_of(layout, train=train, val=val)
+    with caplog.at_level(logging.INFO, logger="rg_verl.data.files"):
+        validation = FileDataset("apples", source, "val")
+    assert validation.dropped == 3 and len(validation) == 7
+    questions = {normalise(entry["question"]) for entry in validation.entries}
+    assert questions == {apples(i) for i in range(3, 10)} and not questions & training_questions(source)
+    assert f"{val}: left out 3 of 10 rows whose question is also in the training file {train}" in caplog.messages
+    # eval defaults to the val file, and is filtered alike; so is an eval file of its own
+    evaluation = FileDataset("apples", source, "eval")
+    assert evaluation.dropped == 3 and evaluation.entries == validation.entries
+    evaluation = FileDataset("apples", source_of(layout, train=train, eval=val), "eval")
+    assert evaluation.dropped == 3 and evaluation.entries == validation.entries
+    # training is never filtered, and a source without a training file has nothing to leave out
+    caplog.clear()
+    training = FileDataset("apples", source_of(layout, train=train, val=val), "train")
+    assert training.dropped == 0 and len(training) == 13 and not caplog.messages
+    alone = FileDataset("apples", source_of(layout, val=val), "val")
+    assert alone.dropped == 0 and len(alone) == 10
+
+
+@pytest.mark.parametrize("layout", ["gsm8k", "math"])
+def test_held_out_items_are_a_function_of_the_seed_and_the_index(tmp_path, layout):
+    train, val = held_out_files(tmp_path / "a", layout)
+    spec = {"source": {"format": layout, "train": str(train), "val": str(val)}}
+    for split in ("val", "eval"):
+        items = dataset(split, {"apples": spec}, val_size=7, eval_size=7)
+        assert items.datasets["apples"].dropped == 3
+        prompts = [items[i]["raw_prompt"][-1]["content"] for i in range(7)]
+        # the 7 held-out rows, each once, none of them a training question
+        assert sorted(map(normalise, prompts)) == sorted(apples(i) for i in range(3, 10))
+        assert [items[i]["raw_prompt"] for i in range(7)] == [
+            dataset(split, {"apples": spec}, val_size=7, eval_size=7)[i]["raw_prompt"] for i in range(7)
+        ]
+    # the training file's order (and its other rows) do not move a held-out item
+    shuffled = [0, 1, 2, *range(100, 110)]
+    random.Random(3).shuffle(shuffled)
+    other_train, _ = held_out_files(tmp_path / "b", layout, train_rows=[*shuffled, *range(200, 205)])
+    other = {"source": {"format": layout, "train": str(other_train), "val": str(val)}}
+    first, second = dataset("val", {"apples": spec}, val_size=7), dataset("val", {"apples": other}, val_size=7)
+    assert [first[i]["raw_prompt"] for i in range(7)] == [second[i]["raw_prompt"] for i in range(7)]
+
+
+@pytest.mark.parametrize("layout", ["gsm8k", "math"])
+def test_a_held_out_file_of_training_questions_only_is_refused_naming_both_files(tmp_path, layout):
+    train, val = held_out_files(tmp_path, layout, train_rows=list(range(10)))
+    val_re, train_re = re.escape(str(val)), re.escape(str(train))
+    match = (
+        rf"^{val_re}: every usable row of dataset 'apples' \(10 of 10\) has a question that is also in the "
+        rf"training file {train_re}, so the val split has no item left; point source\.val at a file of other questions"
+    )
+    with pytest.raises(SourceError, match=match):
+        FileDataset("apples", source_of(layout, train=train, val=val), "val")
+    # the check before the run names the field; eval, falling back to the val file, is refused alike
+    section = {"datasets": {"apples": {"source": {"format": layout, "train": str(train), "val": str(val)}}}}
+    with pytest.raises(ConfigError, match=r"^reasoning_gym\.datasets\.apples\.source\.val: " + match[1:]):
+        checked(section)
+    with pytest.raises(ConfigError, match=rf"source\.eval: {val_re}: every usable row .* the eval split has no item"):
+        checked(section, splits=("eval",))
+    checked(section, splits=("train",))  # training keeps them all
+    # a split pointed at the training file itself is the same mistake
+    with pytest.raises(SourceError, match=rf"^{train_re}: every usable row .* in the training file {train_re}"):
+        FileDataset("apples", source_of(layout, train=train, val=train), "val")
+
+
+def test_a_bad_training_file_is_named_at_its_field_when_a_held_out_split_needs_it(tmp_path):
+    train, val = held_out_files(tmp_path, "gsm8k")
+    missing = {"format": "gsm8k", "train": str(tmp_path / "none.parquet"), "val": str(val)}
+    with pytest.raises(ConfigError, match=r"^reasoning_gym\.datasets\.apples\.source\.train: .*none\.parquet' does"):
+        checked({"datasets": {"apples": {"source": missing}}}, splits=("val",))
+    wrong_layout = {"format": "math", "train": str(train), "eval": str(val)}
+    settings = ReasoningGymConfig.from_section({"datasets": {"apples": {"source": wrong_layout}}}, where="eval")
+    with pytest.raises(ConfigError, match=r"^eval\.datasets\.apples\.source\.train: .*row 0 has no column 'problem'"):
+        check_sources(settings, splits=("eval",), where="eval")

@@ -2,6 +2,7 @@
 
 import dataclasses
 import os
+import re
 import subprocess
 import sys
 
@@ -117,6 +118,24 @@ def test_dry_run_prints_config_and_samples_without_ray(tmp_path):
     assert "ray init" not in proc.stdout + proc.stderr
 
 
+def test_a_small_space_is_a_warning_before_ray_and_a_dry_run_counts_its_repeats(tmp_path):
+    # chain_sum with 2 one-digit terms has about 200 questions: 1000 training items must repeat
+    small = "reasoning_gym.datasets={chain_sum: {config: {min_terms: 2, max_terms: 2, max_digits: 1}}}"
+    proc = run_entry_point(
+        tmp_path, "+dry_run=true", "~reasoning_gym.datasets.leg_counting", small, "reasoning_gym.train_size=1000",
+        f"actor_rollout_ref.model.path={tmp_path}",
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    logs = proc.stdout + proc.stderr
+    assert "reasoning_gym.datasets.chain_sum: the train split asks for about 1,000 items of 'chain_sum'" in logs
+    assert "sampled questions" in logs and "raise max_terms, max_digits in its config" in logs
+    counts = re.search(r"chain_sum: 1000 items, (\d+) distinct questions, (\d+) repeats", proc.stdout)
+    assert counts, proc.stdout[-2000:]
+    distinct, repeats = map(int, counts.groups())
+    assert distinct + repeats == 1000 and 100 < distinct < 200  # the training share holds about 180 of 200
+    assert "ray init" not in logs
+
+
 @pytest.mark.parametrize(
     "override, message",
     [
@@ -167,17 +186,19 @@ def test_run_visits_each_room_once_in_order(monkeypatch, tmp_path):
 
     monkeypatch.setattr(launch, "validate", record("validate", settings))
     monkeypatch.setattr(launch, "check_sources", record("check_sources"))
+    monkeypatch.setattr(launch, "space_warnings", record("space_warnings", ["a small space"]))
     monkeypatch.setattr(launch, "prepare", record("prepare"))
     monkeypatch.setattr(launch, "dry_run", record("dry_run"))
     monkeypatch.setattr(verl.utils.config, "validate_config", record("validate_config"))
     monkeypatch.setattr(verl.trainer.main_ppo, "run_ppo", record("run_ppo"))
     config = compose_config("configs/smoke", "cpu")
     launch.run(config)
-    assert [name for name, _ in calls] == ["validate", "check_sources", "prepare", "validate_config", "run_ppo"]
-    assert calls[1][1] is settings  # the data room gets what validation parsed, not the raw config
+    rooms = ["validate", "check_sources", "space_warnings", "prepare", "validate_config", "run_ppo"]
+    assert [name for name, _ in calls] == rooms
+    assert calls[1][1] is settings and calls[2][1] is settings  # the data room gets what validation parsed
     calls.clear()
     launch.run(compose_config("configs/smoke", "cpu", ["+dry_run=true"]))
-    assert [name for name, _ in calls] == ["validate", "check_sources", "dry_run"]
+    assert [name for name, _ in calls] == ["validate", "check_sources", "space_warnings", "dry_run"]
 
 
 def test_an_unknown_tiny_model_option_is_refused_before_building(tmp_path):

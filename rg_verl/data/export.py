@@ -1,0 +1,356 @@
+"""Write a split of a training config to parquet in verl's RLHF layout: ``rg-verl export``.
+
+    rg-verl export --config-path configs/inter_generalisation --config-name algorithmic_qwen_3b \\
+        --split val --out exports/algorithmic_val [--hf] [--limit N] [--overwrite] [key=value ...]
+
+The output folder is written under a hidden name beside it and renamed when complete:
+
+    <split>.parquet   one row per item, in verl's RLHF layout (verl's ``RLHFDataset`` reads it)
+    manifest.json     what made the rows (below), and per dataset its items and distinct questions
+    hf/               with ``--hf``: the same rows as a Hugging Face ``datasets`` folder (``load_from_disk``)
+
+A row holds ``prompt`` (the chat messages), ``data_source``, ``ability`` (the dataset's category),
+``reward_model`` (``style``, ``ground_truth``) and ``extra_info`` (split, index, dataset, category,
+question_hash, and the reasoning-gym ``entry`` as a JSON string: entries of different datasets have
+metadata of different shapes, and a parquet column has one type; ``rg_verl.reward.compute_score`` parses
+it). The rows are the items of :class:`rg_verl.data.dataset.ReasoningGymDataset` for the split, so the
+held-out rule applies and a row scores as the item does. A curriculum's or adaptive weights' training
+items are those of the starting levels and weights.
+
+The manifest (also the parquet schema's metadata, key ``rg_verl``, without the counts, which the file's
+own key-value metadata holds under ``rg_verl.datasets``; and the ``hf`` folder's description) records the
+``reasoning_gym`` section, the base and split seeds, the split and its size, the held-out rule (salt,
+shares), the rg-verl, reasoning-gym and verl versions, and ``PYTHONHASHSEED``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import logging
+import os
+import shutil
+import sys
+from collections import Counter, defaultdict
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from rg_verl.atomic import PublishError, staging_dir
+from rg_verl.config import ConfigError, ReasoningGymConfig
+from rg_verl.data.files import check_sources
+from rg_verl.data.holdout import SALT
+from rg_verl.grpo import launch
+from rg_verl.schema import plain
+from rg_verl.vocab import MAX_ATTEMPTS, SPLIT_SHARES, SPLIT_URI, SPLITS
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["SCHEMA", "export_split", "main", "reasoning_gym_section", "to_row"]
+
+MANIFEST = "manifest.json"
+HF_FOLDER = "hf"
+METADATA_KEY = "rg_verl"
+COUNTS_KEY = "rg_verl.datasets"
+# rows generated and written at a time: memory stays flat whatever the split's size
+BATCH_ROWS = 1000
+# generators whose items follow PYTHONHASHSEED (tests/unit/data/test_dataset_determinism.py); a run's
+# processes get PYTHONHASHSEED=0 (rg_verl.grpo.launch.process_env)
+HASH_SEED_DEPENDENT = ("isomorphic_strings", "knight_swap", "polynomial_multiplication", "ransom_note")
+
+_EXTRA_INFO = ("split", "index", "dataset", "category", "question_hash")
+SCHEMA = pa.schema(
+    [
+        ("prompt", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))),
+        ("data_source", pa.string()),
+        ("ability", pa.string()),
+        ("reward_model", pa.struct([("style", pa.string()), ("ground_truth", pa.string())])),
+        (
+            "extra_info",
+            pa.struct([(key, pa.int64() if key == "index" else pa.string()) for key in _EXTRA_INFO + ("entry",)]),
+        ),
+    ]
+)
+
+
+def to_row(item: Mapping[str, Any]) -> dict[str, Any]:
+    """The RLHF row of a ``ReasoningGymDataset`` item (its ``entry`` as a JSON string)."""
+    info = item["extra_info"]
+    return {
+        "prompt": [{"role": m["role"], "content": m["content"]} for m in item["raw_prompt"]],
+        "data_source": item["data_source"],
+        "ability": info["category"],
+        "reward_model": {"style": item["reward_model"]["style"], "ground_truth": item["reward_model"]["ground_truth"]},
+        "extra_info": {**{key: info[key] for key in _EXTRA_INFO}, "entry": json.dumps(info["entry"])},
+    }
+
+
+def reasoning_gym_section(config: Any) -> dict[str, Any]:
+    """The ``reasoning_gym`` section as plain dicts, interpolations resolved.
+
+    Args:
+        config: a composed training config (its ``reasoning_gym``, else ``data.reasoning_gym``), verl's
+            ``data`` section, or the ``reasoning_gym`` section itself (it has ``datasets``).
+
+    Raises:
+        ConfigError: If there is no such section.
+    """
+    if isinstance(config, Mapping):
+        data = config.get("data")
+        for section in (config.get("reasoning_gym"), data.get("reasoning_gym") if isinstance(data, Mapping) else None):
+            if section is not None:
+                return plain(section)
+        if "datasets" in config:
+            return plain(config)
+    raise ConfigError(
+        "config: no reasoning_gym section (looked for reasoning_gym, data.reasoning_gym and datasets); "
+        "pass a composed training config or its reasoning_gym section"
+    )
+
+
+def _check_out(out_dir: str | os.PathLike, overwrite: bool) -> Path:
+    """``out_dir`` as an absolute path, if an export may be published there."""
+    out = Path(out_dir).expanduser().absolute()
+    parent = next((p for p in out.parents if p.exists()), out)  # the nearest folder (or file) that exists
+    if not parent.is_dir():
+        raise NotADirectoryError(f"out: {parent} is a file, so {out} cannot be a folder; choose another --out")
+    if overwrite or not (out.exists() or out.is_symlink()):
+        return out
+    if not out.is_dir():
+        raise FileExistsError(f"out: {out} is a file; choose a folder for --out, or pass --overwrite to replace it")
+    if any(out.iterdir()):
+        raise FileExistsError(
+            f"out: {out} exists and is not empty; pass --overwrite (overwrite=True) to replace it, "
+            "or choose another folder"
+        )
+    return out
+
+
+def _check_request(split: str, limit: int | None) -> None:
+    if split not in SPLITS:
+        raise ConfigError(f"split: {split!r} is not a split; use one of {', '.join(SPLITS)}")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ConfigError(f"limit: {limit!r}; give a positive number of items, or none for the whole split")
+
+
+def _version(distribution: str) -> str | None:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _warn_hash_seed(names: Sequence[str]) -> None:
+    dependent = sorted(set(names) & set(HASH_SEED_DEPENDENT))
+    if dependent and os.environ.get("PYTHONHASHSEED", "random") == "random":
+        logger.warning(
+            "PYTHONHASHSEED is not set: the items of %s follow it, and a training run's processes get "
+            "PYTHONHASHSEED=0; set PYTHONHASHSEED=0 to export the items that run sees",
+            ", ".join(dependent),
+        )
+
+
+def _log_repeats(counts: dict[str, dict[str, int]], split: str) -> None:
+    for name, count in counts.items():
+        if count["distinct_questions"] < count["items"]:
+            logger.warning(
+                "export: %s repeats questions in the %s split: %d items, %d distinct questions",
+                name, split, count["items"], count["distinct_questions"],
+            )
+
+
+def _manifest(section: dict, dataset: Any, limit: int | None, hf: bool) -> dict[str, Any]:
+    """What made the rows: everything but the per-dataset counts, which writing them gives."""
+    split = dataset.split
+    return {
+        "format": "verl RLHF parquet: prompt, data_source, ability, reward_model, extra_info",
+        "split": split,
+        "rows": len(dataset),
+        "split_size": dataset.size,
+        "limit": limit,
+        "seed": dataset.base_seed,
+        "split_seed": dataset.split_seed,
+        "held_out_rule": {
+            "salt": SALT.decode(),
+            "shares": dict(SPLIT_SHARES),
+            "question_hash": "blake2b, 8 bytes, keyed with the salt, of the question's text with each run of "
+            "whitespace as one space (rg_verl.data.holdout)",
+            "max_attempts": MAX_ATTEMPTS[split],
+        },
+        "unreachable": dataset.unreachable,
+        "versions": {name: _version(name) for name in ("rg-verl", "reasoning-gym", "verl")},
+        "python_hash_seed": os.environ.get("PYTHONHASHSEED"),
+        "files": {"parquet": f"{split}.parquet", "hf": HF_FOLDER if hf else None},
+        "reasoning_gym": section,
+    }
+
+
+def _rows(dataset: Any) -> Iterator[list[dict[str, Any]]]:
+    """The dataset's rows, :data:`BATCH_ROWS` at a time."""
+    for start in range(0, len(dataset), BATCH_ROWS):
+        yield [to_row(dataset[index]) for index in range(start, min(start + BATCH_ROWS, len(dataset)))]
+        logger.info("export: %d of %d %s items", min(start + BATCH_ROWS, len(dataset)), len(dataset), dataset.split)
+
+
+def _write_parquet(path: Path, dataset: Any, manifest: dict) -> dict[str, dict[str, int]]:
+    """Write the dataset's rows to ``path``; returns per dataset its items and distinct questions."""
+    schema = SCHEMA.with_metadata({METADATA_KEY: json.dumps(manifest)})
+    items, questions = Counter(), defaultdict(set)
+    with pq.ParquetWriter(path, schema) as writer:
+        for rows in _rows(dataset):
+            for row in rows:
+                name = row["extra_info"]["dataset"]
+                items[name] += 1
+                questions[name].add(row["extra_info"]["question_hash"])
+            writer.write_table(pa.Table.from_pylist(rows, schema=schema))
+        counts = {name: {"items": items[name], "distinct_questions": len(questions[name])} for name in sorted(items)}
+        writer.add_key_value_metadata({COUNTS_KEY: json.dumps(counts)})
+    return counts
+
+
+def _write_hf(parquet: Path, folder: Path, manifest: dict) -> None:
+    """The parquet's rows as a ``datasets`` folder; ``datasets`` caches them beside it, then the cache goes."""
+    import datasets
+
+    cache = folder.parent / f".{folder.name}-cache"
+    try:
+        table = datasets.Dataset.from_parquet(str(parquet), split=manifest["split"], cache_dir=str(cache))
+        table.info.description = json.dumps(manifest)
+        table.save_to_disk(str(folder))
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+def export_split(
+    config: Any,
+    split: str,
+    out_dir: str | os.PathLike,
+    *,
+    hf: bool = False,
+    limit: int | None = None,
+    overwrite: bool = False,
+) -> Path:
+    """Write ``split`` of ``config`` to ``out_dir/<split>.parquet`` (and ``manifest.json``, and ``hf/``).
+
+    Args:
+        config: a composed training config, or its ``reasoning_gym`` section (:func:`reasoning_gym_section`).
+        split: ``train``, ``val`` or ``eval``.
+        out_dir: the output folder; it must not exist or be empty, unless ``overwrite``.
+        hf: also write the rows as a Hugging Face ``datasets`` folder, ``out_dir/hf``.
+        limit: export only the split's first ``limit`` items.
+        overwrite: replace a non-empty ``out_dir`` (only once the new export is complete).
+
+    Returns:
+        The output folder, absolute.
+
+    Raises:
+        ConfigError: On a bad split, limit or ``reasoning_gym`` section (a ValueError naming the field).
+        FileExistsError: If ``out_dir`` is not empty (or a file) and ``overwrite`` is not set.
+        NotADirectoryError: If a parent of ``out_dir`` is a file.
+    """
+    _check_request(split, limit)
+    out = _check_out(out_dir, overwrite)
+    section = reasoning_gym_section(config)
+    settings = ReasoningGymConfig.from_section(section)
+    check_sources(settings, splits=(split,))
+    _warn_hash_seed(list(settings.mix(split)))
+    # deliberately lazy: the dataset imports torch, which rg-verl export --help and a bad config never need
+    from rg_verl.data.dataset import ReasoningGymDataset
+
+    dataset = ReasoningGymDataset(f"{SPLIT_URI}{split}", None, {"reasoning_gym": section}, max_samples=limit or -1)
+    manifest = _manifest(section, dataset, limit, hf)
+    try:
+        with staging_dir(out, replace=overwrite) as tmp:
+            manifest["datasets"] = _write_parquet(tmp / f"{split}.parquet", dataset, manifest)
+            if hf:
+                _write_hf(tmp / f"{split}.parquet", tmp / HF_FOLDER, manifest)
+            (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    except PublishError as error:
+        raise FileExistsError(f"out: {error}; pass --overwrite (overwrite=True) to replace it") from error
+    _log_repeats(manifest["datasets"], split)
+    logger.info("exported %d %s items to %s", len(dataset), split, out)
+    return out
+
+
+# ---- the command line: rg-verl export (and utils/export_split.py) ----
+
+
+DESCRIPTION = (
+    "Write a split of a training config to parquet in verl's RLHF layout (with --hf, also a Hugging Face "
+    "datasets folder). The config is composed as rg-verl train composes it."
+)
+EPILOG = """\
+  rg-verl export --split val --out exports/smoke_val        # the CPU smoke config (configs/smoke/cpu.yaml)
+  rg-verl export --config-path configs/inter_generalisation --config-name algorithmic_qwen_3b \\
+      --split eval --out exports/algorithmic_eval --hf reasoning_gym.eval_size=500
+
+The folder gets <split>.parquet, manifest.json (config, seeds, held-out rule, versions) and, with --hf, hf/.
+verl reads the parquet as data.train_files / data.val_files with rg-verl's reward (rg_verl.reward.compute_score).
+Set PYTHONHASHSEED=0, as a training run does, for the few generators whose items follow it."""
+
+
+def build_parser(prog: str = "rg-verl export") -> argparse.ArgumentParser:
+    """``rg-verl train``'s parser (``--config-path``, ``--config-name``, ``--cfg``) plus the export's options."""
+    parser = launch.build_parser(prog)
+    parser.usage = (
+        f"{prog} [--config-path DIR] [--config-name NAME] --split {{{','.join(SPLITS)}}} --out DIR "
+        "[--hf] [--limit N] [--overwrite] [key=value ...]"
+    )
+    parser.description, parser.epilog = DESCRIPTION, EPILOG
+    parser.add_argument("--split", choices=SPLITS, help="the split to export (required)")
+    parser.add_argument("--out", metavar="DIR", help="output folder; must not exist or be empty (required)")
+    parser.add_argument("--hf", action="store_true", help="also write a Hugging Face datasets folder, DIR/hf")
+    parser.add_argument("--limit", type=int, metavar="N", help="export only the split's first N items")
+    parser.add_argument("--overwrite", action="store_true", help="replace a non-empty DIR once the export is done")
+    return parser
+
+
+def compose(config_dir: str, config_name: str, overrides: Sequence[str], hydra_config: bool = False) -> Any:
+    """The config ``config_name`` of ``config_dir`` (a folder or ``pkg://``), composed with ``overrides``."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir, initialize_config_module
+
+    if config_dir.startswith("pkg://"):
+        context = initialize_config_module(config_dir.removeprefix("pkg://").replace("/", "."), version_base=None)
+    else:
+        context = initialize_config_dir(config_dir=config_dir, version_base=None)
+    with context:
+        return hydra_compose(config_name=config_name, overrides=list(overrides), return_hydra_config=hydra_config)
+
+
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> tuple[argparse.Namespace, list[str], str]:
+    """The options, the ``key=value`` overrides and the config folder; a usage error exits."""
+    args, overrides = parser.parse_known_args(list(argv))
+    unknown = [arg for arg in overrides if arg.startswith("-")]
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    if args.cfg is None and (args.split is None or args.out is None):
+        parser.error("the following arguments are required: --split, --out")
+    try:
+        return args, overrides, launch.resolve_config_dir(args.config_path)
+    except FileNotFoundError as error:
+        parser.error(str(error))
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "rg-verl export") -> int:
+    """Runs ``rg-verl export``. Returns 0, or 1 after a one-line error; a usage error exits with 2."""
+    from hydra.errors import HydraException
+    from omegaconf import OmegaConf
+
+    args, overrides, config_dir = _parse(build_parser(prog), sys.argv[1:] if argv is None else argv)
+    try:
+        config = compose(config_dir, args.config_name, overrides, hydra_config=args.cfg in ("hydra", "all"))
+        if args.cfg:  # as Hydra's --cfg: print the config instead of running
+            print(OmegaConf.to_yaml(config.hydra if args.cfg == "hydra" else config))
+            return 0
+        out = export_split(config, args.split, args.out, hf=args.hf, limit=args.limit, overwrite=args.overwrite)
+    except (HydraException, ValueError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    manifest = json.loads((out / MANIFEST).read_text())
+    print(f"{out}: {manifest['rows']} {args.split} items ({manifest['files']['parquet']}, {MANIFEST})")
+    return 0

@@ -1,0 +1,68 @@
+"""Which split a question belongs to: a stable, salted hash of its text.
+
+Disjoint generator seeds do not give disjoint questions: a generator with a small question space
+(``jugs``, ``string_splitting``, ...) repeats its questions under any seeds, so validation items would
+also be training items. So every question text belongs to exactly one split, decided by the text
+alone: its hash, read as a point in ``[0, 1)``, falls in the share of one split
+(``rg_verl.vocab.SPLIT_SHARES``: training 90%, validation 5%, evaluation 5%, in that order).
+
+>>> split_of("What is 2 + 2?") in ("train", "val", "eval")
+True
+>>> split_of("What is  2 + 2?\\n") == split_of("What is 2 + 2?")  # runs of whitespace do not count
+True
+>>> question_hash("What is 2 + 2?") == question_hash(" What is 2 + 2? ")
+True
+
+The hash depends on nothing but the text (not the dataset, its params, the seed or the process), so the
+rule holds between any training run and any evaluation run of rg-verl, for every dataset and curriculum
+level: a question that a training split can hold is never a validation or evaluation item, and
+validation and evaluation never share one. ``rg_verl.data.dataset`` generates each split's items from its
+own seed space and keeps only candidates whose question lies in the split's share.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from rg_verl.vocab import SPLIT_SHARES, SPLITS
+
+__all__ = ["normalise", "question_hash", "question_point", "split_of", "share_bounds"]
+
+# the salt names the rule and its version: changing the rule changes it, and with it every assignment
+SALT = b"rg-verl/held-out/v1"
+
+
+def normalise(text: Any) -> str:
+    """The question text that the split rule reads: runs of whitespace are one space, ends stripped."""
+    return " ".join(str(text).split())
+
+
+def question_hash(text: Any) -> str:
+    """A stable 16-hex-digit hash of a question's normalised text (the same in every process)."""
+    return hashlib.blake2b(normalise(text).encode("utf-8"), digest_size=8, key=SALT).hexdigest()
+
+
+def question_point(text: Any) -> float:
+    """The question's hash as a point in ``[0, 1)``."""
+    return int(question_hash(text), 16) / 2**64
+
+
+def share_bounds(split: str) -> tuple[float, float]:
+    """``[low, high)``: the part of ``[0, 1)`` whose questions belong to ``split``.
+
+    >>> share_bounds("train"), share_bounds("eval")[1]
+    ((0.0, 0.9), 1.0)
+    """
+    low = sum((SPLIT_SHARES[s] for s in SPLITS[: SPLITS.index(split)]), 0.0)
+    high = 1.0 if split == SPLITS[-1] else low + SPLIT_SHARES[split]
+    return low, high
+
+
+_BOUNDS = [share_bounds(split)[1] for split in SPLITS]
+
+
+def split_of(text: Any) -> str:
+    """The split that question ``text`` belongs to."""
+    point = question_point(text)
+    return next(split for split, high in zip(SPLITS, _BOUNDS, strict=True) if point < high)
