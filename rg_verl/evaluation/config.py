@@ -133,7 +133,9 @@ class DatasetEntry:
     params: dict = option(
         {}, "the dataset's reasoning-gym config (not size or seed); a file dataset's filters (MATH: levels, types)"
     )
-    source: dict | None = option(None, "a file dataset's {format, eval: <file>}, as in a training mix (see Math)")
+    source: dict | None = option(
+        None, "a file dataset's {format, eval: <file>, train: <file>}, as in a training mix (see Math)"
+    )
 
     def mix_spec(self) -> dict:
         """This entry as a one-dataset mix entry of ``reasoning_gym.datasets``."""

@@ -59,3 +59,37 @@ def test_summary_has_an_overall_table_and_one_per_category(tmp_path):
     assert json.loads((tmp_path / "results.json").read_text()) == results
     assert (tmp_path / "summary.md").read_text() == summary
     assert (tmp_path / "scores.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+
+
+def test_a_short_evaluation_space_is_reported_per_dataset(caplog):
+    # lcm of two numbers in 1..3 has 9 questions, none in the evaluation share: it is evaluated on no item;
+    # gcd of two numbers in 1..8 has 64, one in the evaluation share: its 4 items repeat it
+    tiny = {"min_numbers": 2, "max_numbers": 2, "min_value": 1, "max_value": 3}
+    categories = [
+        {"category": "arithmetic", "datasets": [
+            {"dataset": "lcm", "size": 4, "seed": 1, "params": tiny},
+            {"dataset": "gcd", "size": 4, "seed": 1, "params": {**tiny, "max_value": 8}},
+            {"dataset": "chain_sum", "size": 3, "seed": 1},
+        ]},
+    ]  # fmt: skip
+    config = parse_config(small_config(categories=categories))
+    with caplog.at_level("WARNING"):
+        datasets = eval_datasets(config)
+    assert [len(d) for d in datasets] == [0, 4, 3]
+    assert "arithmetic/lcm: evaluated on no item" in caplog.text and "hold no question in the eval share" in caplog.text
+    records = {}
+    for dataset in datasets:
+        for i in range(len(dataset)):
+            question = dataset[i]["raw_prompt"][-1]["content"]
+            completions = [{"score": 1.0, "accuracy": 1.0, "model_answer": "a", "num_tokens": 3}]
+            records[dataset.item_key(i)] = {"key": dataset.item_key(i), "index": i, "question": question,
+                                            "completions": completions}  # fmt: skip
+    results = build_results(config, datasets, records, metadata={})
+    lcm, gcd, chain_sum = results["categories"][0]["datasets"]
+    assert (lcm["total_examples"], lcm["distinct_questions"], lcm["space_short"]) == (0, 0, True)
+    assert (gcd["total_examples"], gcd["distinct_questions"], gcd["space_short"]) == (4, 1, True)
+    assert (chain_sum["total_examples"], chain_sum["distinct_questions"], chain_sum["space_short"]) == (3, 3, False)
+    summary = summary_markdown(results, config)
+    assert "## Datasets whose evaluation share ran short" in summary
+    assert "- arithmetic/lcm: 0 items of 4 asked for, 0 distinct questions" in summary
+    assert "- arithmetic/gcd: 4 items of 4 asked for" in summary and "chain_sum: 3 items" not in summary
