@@ -2,6 +2,7 @@
 
 - ``dataset``: :class:`~rg_verl.data.dataset.ReasoningGymDataset`, verl's ``data.custom_cls``;
 - ``holdout``: the split every question belongs to, by a salted hash of its text;
+- ``candidates``: a generator's candidate sets, the raw material of each split's search;
 - ``spaces``: how many distinct questions a split can reach, warned about before a run;
 - ``export``: a split written as verl's RLHF parquet (``rg-verl export``);
 - ``files``: datasets read from files in the public GSM8K and MATH layouts, checked before Ray starts;

@@ -68,10 +68,10 @@ from typing import Any
 
 import torch
 from omegaconf import ListConfig
-from reasoning_gym.factory import create_dataset
 from torch.utils.data import Dataset
 
 from rg_verl.config import AdaptiveWeightsConfig, CurriculumConfig, ReasoningGymConfig
+from rg_verl.data.candidates import Candidates
 from rg_verl.data.curriculum import MixState
 from rg_verl.data.files import FileDataset
 from rg_verl.data.holdout import question_hash, split_of
@@ -202,8 +202,7 @@ class ReasoningGymDataset(Dataset):
             settings.adaptive_weights if self.split == "train" else AdaptiveWeightsConfig(),
         )
         self.datasets: dict[str, Any] = {}  # each entry's dataset: a file's rows, or candidate set 0
-        self._candidates: dict[str, list] = {}  # a generator's candidate sets 0, 1, ..., built when first needed
-        self._configs: dict[str, dict] = {}  # a generator's config at its current level
+        self._candidates: dict[str, Candidates] = {}  # a generator's candidate sets at its current level
         self.probes: dict[str, dict | None] = {}  # a generator's item 0: the question a failed search repeats
         for name in self.mix:
             self._build(name)
@@ -258,9 +257,8 @@ class ReasoningGymDataset(Dataset):
             self.datasets[name] = FileDataset(name, spec.source, self.split, config, seed=seed)
             return
         # candidate set a holds the items of seeds seed + a * MAX_SPLIT_SIZE[split] + [0, size)
-        self._candidates[name] = [create_dataset(name, **config, seed=seed, size=self.size)]
-        self.datasets[name] = self._candidates[name][0]
-        self._configs[name] = config
+        self._candidates[name] = Candidates(name, config, seed, self.size, MAX_SPLIT_SIZE[self.split])
+        self.datasets[name] = self._candidates[name].first
         self.probes[name] = self.search(name, 0)
         if self.probes[name] is None:
             logger.warning(
@@ -269,18 +267,11 @@ class ReasoningGymDataset(Dataset):
                 name, self.split, MAX_ATTEMPTS[self.split], self.split,
             )
 
-    def _candidate_set(self, name: str, attempt: int):
-        sets = self._candidates[name]
-        while len(sets) <= attempt:
-            seed = dataset_seed(self.base_seed, self.split, name) + len(sets) * MAX_SPLIT_SIZE[self.split]
-            sets.append(create_dataset(name, **self._configs[name], seed=seed, size=self.size))
-        return sets[attempt]
-
     def search(self, name: str, index: int) -> dict | None:
         """Item ``index`` of generator ``name``: its first candidate whose question belongs to this split,
         or None when all ``MAX_ATTEMPTS[split]`` candidates belong to other splits."""
         for attempt in range(MAX_ATTEMPTS[self.split]):
-            entry = self._candidate_set(name, attempt)[index]
+            entry = self._candidates[name].item(attempt, index)
             if split_of(entry["question"]) == self.split:
                 return entry
         return None
@@ -304,6 +295,8 @@ class ReasoningGymDataset(Dataset):
         when the search fails)."""
         if self.mix[name].source is not None:
             return self.datasets[name][index]
+        if index == 0:  # the probe is item 0's search
+            return self.probes[name]
         return self.search(name, index) or self.probes[name]
 
     def __getitem__(self, index) -> dict:

@@ -335,6 +335,9 @@ LAZY_IMPORTS = {
     ("rg_verl/grpo/launch.py", "prepare", "rg_verl.cpu.platform"),
     # the dataset imports torch, which neither rg-verl train --help nor a rejected config needs
     ("rg_verl/grpo/launch.py", "dry_run", "rg_verl.data.dataset"),
+    # the same for the export (rg-verl export --help, a rejected config) and the space check before Ray starts
+    ("rg_verl/data/export.py", "export_split", "rg_verl.data.dataset"),
+    ("rg_verl/data/spaces.py", "space_warnings", "rg_verl.data.dataset"),
     # verl's replica registry takes a loader: the replica (Ray actor, transformers server) loads when chosen
     ("rg_verl/hf_rollout/__init__.py", "_load_replica", "rg_verl.hf_rollout.replica"),
 }

@@ -13,9 +13,11 @@ from rg_verl.vocab import (
     ANSWER_CLOSE,
     ANSWER_OPEN,
     FILE_PREFIX,
+    MAX_ATTEMPTS,
     MAX_SEED,
     MAX_SPLIT_SIZE,
     RG_PREFIX,
+    SPLIT_SHARES,
     SPLIT_STRIDE,
     SPLITS,
     TAGS,
@@ -106,5 +108,17 @@ def test_seed_spaces_hold_a_full_split_and_stay_below_numpys_limit():
     # split k of the largest base seed: its last generator seed is the largest any run uses
     largest = MAX_SEED + len(SPLITS) * SPLIT_STRIDE - 1
     assert largest < 2**32
-    # a dataset starts below DATASET_OFFSET_RANGE into its split and holds at most MAX_SPLIT_SIZE items
-    assert vocab.DATASET_OFFSET_RANGE + MAX_SPLIT_SIZE == SPLIT_STRIDE
+    assert set(MAX_SPLIT_SIZE) == set(MAX_ATTEMPTS) == set(SPLIT_SHARES) == set(SPLITS)
+    for split in SPLITS:
+        # a dataset starts below DATASET_OFFSET_RANGE into its split; candidate a < MAX_ATTEMPTS of item
+        # i < MAX_SPLIT_SIZE has seed offset + a * MAX_SPLIT_SIZE + i: all of them fit in the split's stride
+        offset, attempt, index = vocab.DATASET_OFFSET_RANGE - 1, MAX_ATTEMPTS[split] - 1, MAX_SPLIT_SIZE[split] - 1
+        last = offset + attempt * MAX_SPLIT_SIZE[split] + index
+        assert last < SPLIT_STRIDE, split
+
+
+def test_attempts_miss_a_question_of_the_share_rarely():
+    for split, share in SPLIT_SHARES.items():
+        # a question of the split's share (its mass being the share) is missed by every candidate this rarely
+        assert (1 - share) ** MAX_ATTEMPTS[split] <= 1e-9, split
+        assert (1 - share) ** (MAX_ATTEMPTS[split] - 1) > 1e-9, split  # the fewest attempts that do

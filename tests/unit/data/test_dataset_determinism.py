@@ -5,16 +5,26 @@ order of sets; a generator that draws from a set can then differ between process
 e.g. between the run that is resumed and the run that resumes it. Items are generated in
 subprocesses with different PYTHONHASHSEED values and compared by digest.
 
-Four reasoning-gym generators do depend on the hash seed (upstream, not in rg_verl):
+Five reasoning-gym generators do depend on the hash seed (upstream, not in rg_verl):
 
 * isomorphic_strings, ransom_note: ``rng.choice(list(self.letters))`` with ``letters`` a set
   of characters, so the question itself differs;
 * polynomial_multiplication: ``list(itermonomials(...))``, a sympy set of monomials, so the
   polynomial differs;
 * knight_swap: the puzzle is the same but the stored answer (a BFS path over frozensets)
-  and ``board_states`` differ; any valid answer still scores 1.0.
+  and ``board_states`` differ; any valid answer still scores 1.0;
+* word_ladder: the question is the same but the stored answer (a BFS over a set of neighbouring
+  words) is another shortest ladder when there are several; any valid ladder still scores 1.0.
+
+The held-out rule reads the question text only, so it holds for these five too: a question's split
+is the same in every process, whichever questions a process draws.
 
 With a fixed PYTHONHASHSEED they are reproducible too (test_fixed_hash_seed_...).
+
+Each dataset is checked in the training split and in the validation split, whose items search about
+20 candidates each for a question of the validation share (rg_verl.data.holdout). A dataset whose
+space holds no question of the validation share at its defaults (tower_of_hanoi's 90 questions)
+cannot build a validation split: the error is compared instead, and must be the same everywhere.
 """
 
 from __future__ import annotations
@@ -29,7 +39,7 @@ from pathlib import Path
 import pytest
 from reasoning_gym.factory import DATASETS
 
-from rg_verl.data.dataset import ReasoningGymDataset
+from rg_verl.data.dataset import EmptyShareError, ReasoningGymDataset
 from tests.helpers import REPO
 
 HASH_SEEDS = ("1", "2")
@@ -39,6 +49,7 @@ HASH_SEED_DEPENDENT = {
     "knight_swap": "BFS over frozensets: the stored answer path differs",
     "polynomial_multiplication": "draws monomials from a sympy set: the polynomial differs",
     "ransom_note": "draws letters from a set: the question differs",
+    "word_ladder": "BFS over a set of neighbouring words: the stored answer ladder differs",
 }
 
 MIX = {
@@ -58,11 +69,14 @@ MIX_JOBS = {
     split: {"split": split, "n": 40, "section": {"datasets": MIX, "seed": 1234, f"{split}_size": 40}}
     for split in ("train", "val")
 }
+PER_DATASET = [name for name in sorted(DATASETS) if name != "composite"]  # not buildable from our config
 PER_DATASET_JOBS = {
-    name: {"split": "val", "n": 2, "section": {"datasets": {name: {}}, "seed": 42, "val_size": 2}}
-    for name in sorted(DATASETS)
-    if name != "composite"  # not buildable from our config (see test_oracle.py)
+    f"{name}/{split}": {"split": split, "n": 2, "section": {"datasets": {name: {}}, "seed": 42, f"{split}_size": 2}}
+    for name in PER_DATASET
+    for split in ("train", "val")
 }
+# the datasets whose validation share holds none of their questions at their defaults
+NO_VAL_SHARE = {"tower_of_hanoi"}
 
 
 def item_digest(item: dict) -> str:
@@ -71,10 +85,14 @@ def item_digest(item: dict) -> str:
 
 
 def digests(jobs: dict) -> dict[str, list[list[str]]]:
-    """For each job, ``[data_source, digest]`` of its items 0..n-1."""
+    """For each job, ``[data_source, digest]`` of its items 0..n-1 (``[["error", message]]`` for an empty split)."""
     out = {}
     for label, job in jobs.items():
-        ds = ReasoningGymDataset(f"reasoning_gym://{job['split']}", None, {"reasoning_gym": job["section"]})
+        try:
+            ds = ReasoningGymDataset(f"reasoning_gym://{job['split']}", None, {"reasoning_gym": job["section"]})
+        except EmptyShareError as error:
+            out[label] = [["error", str(error)]]
+            continue
         out[label] = [[item["data_source"], item_digest(item)] for item in map(ds.__getitem__, range(job["n"]))]
     return out
 
@@ -96,7 +114,7 @@ def digests_in_processes(jobs: dict, hash_seeds, tmp_dir: Path) -> dict[str, dic
         procs[hash_seed] = (subprocess.Popen(cmd, cwd=REPO, env=env, stderr=subprocess.PIPE, text=True), out)
     results = {}
     for hash_seed, (proc, out) in procs.items():
-        _, stderr = proc.communicate(timeout=300)
+        _, stderr = proc.communicate(timeout=600)
         assert proc.returncode == 0, stderr[-3000:]
         results[hash_seed] = json.loads(out.read_text())
     return results
@@ -124,15 +142,25 @@ def per_dataset_runs(tmp_path_factory):
         pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=f"upstream: {HASH_SEED_DEPENDENT[name]}"))
         if name in HASH_SEED_DEPENDENT
         else name
-        for name in PER_DATASET_JOBS
+        for name in PER_DATASET
     ],
 )
 def test_dataset_is_the_same_across_processes(name, per_dataset_runs):
-    first, second = (per_dataset_runs[hash_seed][name] for hash_seed in HASH_SEEDS)
-    assert first == second
+    for split in ("train", "val"):
+        first, second = (per_dataset_runs[hash_seed][f"{name}/{split}"] for hash_seed in HASH_SEEDS)
+        assert first == second, split
+
+
+def test_only_the_known_datasets_have_no_validation_share(per_dataset_runs):
+    for hash_seed, run in per_dataset_runs.items():
+        empty = {label.split("/")[0] for label, digest in run.items() if digest[0][0] == "error"}
+        assert empty == NO_VAL_SHARE, hash_seed
+        for name in NO_VAL_SHARE:
+            assert "no dataset of the val mix" in run[f"{name}/val"][0][1] and name in run[f"{name}/val"][0][1]
+            assert [source for source, _ in run[f"{name}/train"]] == [f"reasoning_gym/{name}"] * 2
 
 
 def test_fixed_hash_seed_makes_hash_dependent_datasets_reproducible(tmp_path, per_dataset_runs):
-    jobs = {name: PER_DATASET_JOBS[name] for name in HASH_SEED_DEPENDENT}
+    jobs = {label: job for label, job in PER_DATASET_JOBS.items() if label.split("/")[0] in HASH_SEED_DEPENDENT}
     again = digests_in_processes(jobs, HASH_SEEDS[:1], tmp_path)[HASH_SEEDS[0]]
-    assert again == {name: per_dataset_runs[HASH_SEEDS[0]][name] for name in jobs}
+    assert again == {label: per_dataset_runs[HASH_SEEDS[0]][label] for label in jobs}
