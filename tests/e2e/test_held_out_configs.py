@@ -23,7 +23,7 @@ from tests.unit.test_shipped_configs import CONFIGS, composed, config_id
 # where questions really collide, runs at full size in CI.
 FULL = os.environ.get("RG_VERL_FULL_HELD_OUT") == "1"
 TRAIN_ITEMS = 10_000 if FULL else 1_000
-HELD_OUT_ITEMS = None if FULL else 20
+HELD_OUT_ITEMS = None if FULL else 10
 
 
 def questions(config, split: str, count: int) -> tuple[set[str], set[str]]:

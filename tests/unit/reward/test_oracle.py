@@ -44,7 +44,8 @@ def items(name: str) -> list[dict]:
             }
         }
     )
-    ds = ReasoningGymDataset("reasoning_gym://val", None, config)
+    # the training split: every dataset has training questions (some tiny spaces have no validation one)
+    ds = ReasoningGymDataset("reasoning_gym://train", None, config)
     return [ds[i] for i in range(N_ITEMS)]
 
 
