@@ -209,15 +209,19 @@ class ReasoningGymDataset(Dataset):
         self._set_weights(self.state.weights)
 
     def _set_weights(self, weights: dict[str, float]) -> None:
-        self.weights = dict(weights)
+        unreachable = self.unreachable
+        if not any(w > 0 for n, w in weights.items() if n not in unreachable):
+            # adaptive weights can zero every reachable dataset (all solved, floor 0): keep the configured ones
+            weights = {n: (self.mix[n].weight if w <= 0 else w) for n, w in weights.items()}
         # Only positive weights of reachable datasets can be picked; the cumulative table drives the choice.
-        self._names = [n for n, w in self.weights.items() if w > 0 and n not in self.unreachable]
-        if not self._names:
+        names = [n for n, w in weights.items() if w > 0 and n not in unreachable]
+        if not names:
             raise EmptyShareError(
                 f"no dataset of the {self.split} mix can give a {self.split} item: "
                 f"{', '.join(sorted(self.unreachable))} hold no question in the {self.split} share; "
                 "widen their params (see the warnings above) or add datasets"
             )
+        self.weights, self._names = dict(weights), names
         self._cum_weights = list(itertools.accumulate(self.weights[n] for n in self._names))
 
     @property

@@ -30,6 +30,7 @@ from reasoning_gym.factory import DATASETS, create_curriculum, create_dataset, h
 
 from rg_verl.config import ReasoningGymConfig
 from rg_verl.data.holdout import normalise, split_of
+from rg_verl.schema import ConfigError
 from rg_verl.vocab import SPLIT_SHARES, SPLITS
 
 __all__ = ["SpaceEstimate", "estimate_space", "space_size", "space_warnings", "widening_params"]
@@ -112,7 +113,8 @@ def widening_params(name: str) -> list[str]:
                 fields.append(upper)
         return fields
     config_class = DATASETS[name][1]
-    return [f for f, kind in getattr(config_class, "__annotations__", {}).items() if kind in (int, "int")]
+    fields = getattr(config_class, "__annotations__", {})
+    return [f for f, kind in fields.items() if kind in (int, "int") and f not in ("seed", "size")]
 
 
 def _warning(where: str, split: str, wanted: float, estimate: SpaceEstimate) -> str | None:
@@ -136,6 +138,10 @@ def space_warnings(
 ) -> list[str]:
     """One warning per (split, generator) whose expected item count exceeds the questions its share holds.
 
+    Raises:
+        ConfigError: when no dataset of a split's mix can give that split an item (every generator's
+            share is empty by the estimate, and no file dataset), which would stop the run inside Ray.
+
     Each generator is sampled once per config (:func:`estimate_space`), at its configured params (a
     curriculum's starting level is not sampled separately). File datasets are not estimated.
     """
@@ -147,6 +153,7 @@ def space_warnings(
         mix = settings.mix(split)
         mix_where = f"{where}.{'datasets' if mix is settings.datasets else 'val_datasets'}"
         total_weight = sum(spec.weight for spec in mix.values() if spec.weight > 0)
+        reachable = [name for name, spec in mix.items() if spec.weight > 0 and spec.source is not None]
         for name, spec in mix.items():
             if spec.source is not None or spec.weight <= 0:
                 continue
@@ -157,4 +164,12 @@ def space_warnings(
             warning = _warning(f"{mix_where}.{name}", split, wanted, estimates[key])
             if warning:
                 warnings.append(warning)
+            reach = estimates[key].reachable(split)
+            if reach is None or reach >= 1:
+                reachable.append(name)
+        if not reachable:
+            raise ConfigError(
+                f"{mix_where}: no dataset of the {split} mix has a question in the {split} share, so the "
+                f"{split} split can have no item; widen the params of {', '.join(mix)} or add datasets"
+            )
     return warnings

@@ -44,13 +44,13 @@ from rg_verl.config import ReasoningGymConfig, check_model_path, dataset_name_er
 from rg_verl.evaluation.backends import BACKENDS
 from rg_verl.evaluation.metrics import default_k_values
 from rg_verl.schema import ConfigError, option, parse_section
-from rg_verl.vocab import MAX_SEED, MODES, system_prompt
+from rg_verl.vocab import MAX_SEED, MAX_SPLIT_SIZE, MODES, system_prompt
 
 __all__ = ["DatasetEntry", "CategoryEntry", "EvalConfig", "load_config", "parse_config", "check_runtime"]
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 ROLES = ("system", "developer", "user")
-MAX_SIZE = 10**7
+MAX_SIZE = MAX_SPLIT_SIZE["eval"]  # the evaluation split's largest size
 _WORD = re.compile(r"^\w+$")
 _URL = re.compile(r"^https?://")
 

@@ -634,3 +634,12 @@ def test_distinct_items_counts_a_files_rows_and_not_a_generator(math_data):
     dataset = ReasoningGymDataset("reasoning_gym://val", config=OmegaConf.create({"reasoning_gym": section}))
     assert dataset.distinct_items("chain_sum") is None
     assert dataset.distinct_items("gsm8k") == 2  # the fixture's test file holds two usable rows
+
+
+def test_adaptive_weights_that_zero_every_reachable_dataset_fall_back_to_the_configured_weights():
+    adaptive = {"enabled": True, "floor": 0.0, "min_samples": 1, "window": 8}
+    ds = make({"chain_sum": {"weight": 2}, "leg_counting": {"weight": 1}}, adaptive_weights=adaptive)
+    ds.probes["leg_counting"] = None  # stands in for a dataset whose space has no training question
+    ds.update({"chain_sum": [1.0] * 8})  # all solved: adaptive weight 0 for the only reachable dataset
+    assert {ds.pick(i) for i in range(50)} == {"chain_sum"} and ds.weights["chain_sum"] == 2
+    assert ds[5]["extra_info"]["dataset"] == "chain_sum"

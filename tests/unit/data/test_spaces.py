@@ -2,11 +2,13 @@
 
 import math
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rg_verl.config import ReasoningGymConfig
 from rg_verl.data.spaces import estimate_space, space_size, space_warnings, widening_params
+from rg_verl.schema import ConfigError
 
 SPLITS = ("train", "val", "eval")
 SMALL_SPACE_MIX = ["jugs", "string_splitting", "string_synthesis", "prime_factorization", "lcm", "caesar_cipher"]
@@ -70,7 +72,7 @@ def test_a_space_without_held_out_questions_is_named_with_its_fix():
 def test_the_validation_mix_is_named_when_it_is_its_own():
     mix = {"gcd": {}}
     section = settings_of(mix, val_size=64)
-    section.val_datasets = settings_of({"lcm": {"config": NO_HELD_OUT}}).datasets
+    section.val_datasets = settings_of({"lcm": {"config": NO_HELD_OUT}, "spell_backward": {}}).datasets
     (warning,) = space_warnings(section, ("val",))
     assert warning.startswith("reasoning_gym.val_datasets.lcm: the val split")
 
@@ -84,3 +86,15 @@ def test_widening_params_come_from_the_curriculum_or_the_integer_fields():
     assert "max_value" in widening_params("lcm")
     assert all(isinstance(name, str) for name in widening_params("rearc"))
 
+
+
+def test_a_split_without_any_reachable_dataset_is_a_config_error_before_ray():
+    with pytest.raises(ConfigError, match=r"reasoning_gym.datasets: no dataset of the val mix has a question"):
+        space_warnings(settings_of({"lcm": {"config": NO_HELD_OUT}}, val_size=16), ("val",))
+    # training still has questions there: only the held-out splits fail
+    assert space_warnings(settings_of({"lcm": {"config": NO_HELD_OUT}}, train_size=4), ("train",)) == []
+
+
+def test_widening_params_never_name_the_reserved_fields():
+    for name in ("acre", "composite", "gsm_symbolic"):
+        assert not {"seed", "size"} & set(widening_params(name))
