@@ -23,6 +23,7 @@ own seed space and keeps only candidates whose question lies in the split's shar
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Any
 
 from rg_verl.vocab import SPLIT_SHARES, SPLITS
@@ -38,9 +39,17 @@ def normalise(text: Any) -> str:
     return " ".join(str(text).split())
 
 
+# a Python object's default repr holds its memory address, which changes with every generation (codeio)
+_ADDRESS = re.compile(r" object at 0x[0-9a-fA-F]+>")
+
+
 def question_hash(text: Any) -> str:
-    """A stable 16-hex-digit hash of a question's normalised text (the same in every process)."""
-    return hashlib.blake2b(normalise(text).encode("utf-8"), digest_size=8, key=SALT).hexdigest()
+    """A stable 16-hex-digit hash of a question's normalised text (the same in every process).
+
+    Memory addresses in object reprs do not count, so such a question keeps its split.
+    """
+    stable = _ADDRESS.sub(" object at 0x>", normalise(text))
+    return hashlib.blake2b(stable.encode("utf-8"), digest_size=8, key=SALT).hexdigest()
 
 
 def question_point(text: Any) -> float:

@@ -154,3 +154,10 @@ def test_split_is_the_same_in_another_process(tmp_path, hash_seed):
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout) == [[question_hash(t), split_of(t)] for t in sample]
+
+
+def test_a_memory_address_in_an_object_repr_does_not_decide_the_split():
+    a = "What does it print? <Quadtree object at 0x7f3a2c1d9e50>"
+    b = "What does it print? <Quadtree object at 0x7f00deadbeef>"
+    assert question_hash(a) == question_hash(b)
+    assert question_hash("convert 0x1f to decimal") != question_hash("convert 0x2f to decimal")  # hex numbers count
