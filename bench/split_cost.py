@@ -1,7 +1,7 @@
 """What holding questions out costs: the old split rule against today's, side by side, per shipped config.
 
     python bench/split_cost.py [--configs SUBSTRING] [--repeats 1] [--train-items N] [--splits train,val]
-                               [--rules old,new]
+                               [--rules old,new,warm,shipped]
 
 Two rules build each split of a config's mix:
 
@@ -12,7 +12,15 @@ Two rules build each split of a config's mix:
   hash lies in its split's share (``rg_verl.data.holdout``), about 1.1 per training item and 20 per held-out
   item; the constructor searches item 0 of each dataset (the probe). Candidate set ``a`` is a reseeded copy
   of set 0, or a fresh build for the few generators that draw from their seed when built
-  (``rg_verl.data.candidates``).
+  (``rg_verl.data.candidates``). Here it runs with no stored search (``rg_verl.data.search_cache``): the
+  cost of a config whose searches were never made, such as a shipped config with another seed.
+
+For the held-out splits, two more runs of the new rule show what stored searches save (the items are the
+same, ``tests/unit/data/test_search_cache.py``):
+
+* ``warm``: a second run on the same machine: the searches the ``new`` run stored, no shipped ones;
+* ``shipped``: a first run of a shipped config on a fresh machine: an empty user cache over the searches
+  that ship with the package (``rg_verl/data/shipped_searches``, for the shipped validation splits).
 
 For every shipped config (``configs/**/*.yaml`` not starting with ``_``, composed with Hydra as
 ``train_grpo.py`` composes it) and each rule, it times, from the split's constructor on:
@@ -37,7 +45,7 @@ split); the rules alternate in order over ``--repeats`` and the best wall time o
 file datasets are missing (``math/``: set ``RG_VERL_DATA``) are skipped.
 
 Goals: training generation within 1.15x the old rule, per config and overall; the first
-validation batch under 30 s for every config on 2 cores.
+validation batch under 30 s for every config on 2 cores (a first run of a shipped config: ``shipped``).
 """
 
 from __future__ import annotations
@@ -66,6 +74,7 @@ from reasoning_gym.factory import create_dataset
 
 import rg_verl.data.candidates as candidates
 from rg_verl.config import AdaptiveWeightsConfig, CurriculumConfig, ReasoningGymConfig
+from rg_verl.data import search_cache
 from rg_verl.data.curriculum import MixState
 from rg_verl.data.dataset import ReasoningGymDataset, dataset_seed, split_seed, to_json_safe
 from rg_verl.data.files import FileDataset, SourceError
@@ -73,7 +82,8 @@ from rg_verl.vocab import SPLIT_URI, chat_messages, system_prompt
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS_DIR = REPO / "configs"
-RULES = ("old", "new")
+RULES = ("old", "new", "warm", "shipped")
+STORED = ("warm", "shipped")  # runs of the new rule with stored searches, held-out splits only
 TRAIN_RATIO_GOAL = 1.15
 VAL_SECONDS_GOAL = 30.0
 # the warm-up's seed: above every split's seed space (base < 10**9, three splits of 10**9), below 2**32
@@ -225,11 +235,24 @@ def batch_size(data: DictConfig, split: str, dataset_len: int, train_items: int 
     return min(size, dataset_len)
 
 
-def time_split(rule: str, split: str, data: DictConfig, train_items: int | None) -> Run:
+@contextlib.contextmanager
+def stored_searches(rule: str, folder: Path) -> Iterator[None]:
+    """The new rule's stored searches: ``new`` keeps its searches in ``folder`` and reads none, ``warm`` reads
+    what ``new`` kept there, ``shipped`` reads the package's over an empty ``folder``."""
+    shipped = search_cache.SHIPPED if rule == "shipped" else None
+    with mock.patch.dict(os.environ, {search_cache.ENV: str(folder)}), mock.patch.object(
+        search_cache, "SHIPPED", shipped
+    ):
+        yield
+
+
+def time_split(rule: str, split: str, data: DictConfig, train_items: int | None, folder: Path) -> Run:
     """Builds ``split`` under ``rule`` and fetches its first batch, indices ``0..B-1``."""
     tally = Tally()
     start, cpu = time.perf_counter(), time.process_time()
-    with contextlib.nullcontext() if rule == "old" else new_rule_counting(tally):
+    counting = contextlib.nullcontext() if rule == "old" else new_rule_counting(tally)
+    stored = contextlib.nullcontext() if rule == "old" else stored_searches(rule, folder)
+    with counting, stored:
         if rule == "old":
             dataset = OldRule(split, data, tally)
         else:
@@ -256,16 +279,23 @@ def warm_up(data: DictConfig, splits: list[str]) -> None:
 
 
 def measure_config(data: DictConfig, args: argparse.Namespace) -> dict[str, dict[str, Run]]:
-    """split -> rule -> the best of ``args.repeats`` runs (the rules alternate in order)."""
+    """split -> rule -> the best of ``args.repeats`` runs (old and new alternate in order; each repeat of
+    ``warm`` follows a ``new`` run, whose stored searches it reads)."""
     warm_up(data, args.splits)
     best: dict[str, dict[str, Run]] = {split: {} for split in args.splits}
+    rules = [rule for rule in args.rules if rule not in STORED]
     for repeat in range(args.repeats):
-        order = args.rules if repeat % 2 == 0 else args.rules[::-1]
+        order = rules if repeat % 2 == 0 else rules[::-1]
         for split in args.splits:
-            for rule in order:
-                run = time_split(rule, split, data, args.train_items)
-                if rule not in best[split] or run.wall < best[split][rule].wall:
-                    best[split][rule] = run
+            with tempfile.TemporaryDirectory() as new_folder, tempfile.TemporaryDirectory() as empty:
+                stored = [rule for rule in STORED if rule in args.rules and split != "train"]
+                if "warm" in stored and "new" not in order:
+                    raise SystemExit("--rules warm needs new: it reads the searches that new stored")
+                for rule in [*order, *stored]:
+                    folder = Path(empty if rule == "shipped" else new_folder)
+                    run = time_split(rule, split, data, args.train_items, folder)
+                    if rule not in best[split] or run.wall < best[split][rule].wall:
+                        best[split][rule] = run
     return best
 
 
@@ -310,7 +340,8 @@ def report_config(name: str, data: DictConfig, best: dict[str, dict[str, Run]]) 
     mix = {split: len(ReasoningGymConfig.from_section(data.reasoning_gym).mix(split)) for split in best}
     print(f"\n== {name}: datasets {', '.join(f'{s} {n}' for s, n in mix.items())} ==")
     print(f"{'split':<6}{'items':>6}{'old s':>9}{'new s':>10}{'ratio':>9}{'cpu ratio':>10}{'build s':>12}"
-          f"{'probes':>7}{'cand/item':>10}  slowest (seconds, generated per kept, sets built)")  # fmt: skip
+          f"{'probes':>7}{'cand/item':>10}{'warm s':>9}{'shipped s':>10}"
+          "  slowest (seconds, generated per kept, sets built)")  # fmt: skip
     for split, runs in best.items():
         old, new = runs.get("old"), runs.get("new")
         cells = (f"{old.wall:>9.3f}" if old else f"{'-':>9}") + (f"{new.wall:>10.3f}" if new else f"{'-':>10}")
@@ -319,8 +350,10 @@ def report_config(name: str, data: DictConfig, best: dict[str, dict[str, Run]]) 
         else:
             cells += f"{'-':>9}{'-':>10}"
         run = new or old
-        cells += f"{run.build:>12.3f}{run.build_calls:>7}{run.per_kept:>10.2f}  {slowest(run)}"
-        print(f"{split:<6}{run.items:>6}{cells}", flush=True)
+        cells += f"{run.build:>12.3f}{run.build_calls:>7}{run.per_kept:>10.2f}"
+        for rule, width in (("warm", 9), ("shipped", 10)):
+            cells += f"{runs[rule].wall:>{width}.3f}" if rule in runs else f"{'-':>{width}}"
+        print(f"{split:<6}{run.items:>6}{cells}  {slowest(run)}", flush=True)
 
 
 def train_goal(train: dict[str, dict[str, Run]], clock: str) -> str:
@@ -340,21 +373,24 @@ def summary(results: dict[str, dict[str, dict[str, Run]]], skipped: dict[str, st
     for name, reason in skipped.items():
         print(f"skipped {name}: {reason}")
     train = {n: r["train"] for n, r in results.items() if "train" in r}
-    for rule in args.rules:
+    for rule in (rule for rule in args.rules if rule not in STORED):
         wall, cpu = (sum(getattr(runs[rule], clock) for runs in train.values()) for clock in ("wall", "cpu"))
         items = sum(runs[rule].items for runs in train.values())
         print(f"training, {rule} rule: {wall:.2f} s wall ({cpu:.2f} s CPU) for {items} items over {len(train)} configs")
-    if set(RULES) <= set(args.rules) and train:
+    if {"old", "new"} <= set(args.rules) and train:
         # on a shared machine the CPU time of this process is the steadier of the two
         print(train_goal(train, "wall"))
         print(train_goal(train, "cpu"))
-    val = {n: r["val"]["new"] for n, r in results.items() if "val" in r and "new" in r["val"]}
-    if val:
+    labels = {"new": "nothing stored", "warm": "a second run", "shipped": "a first run of a shipped config"}
+    for rule in ("new", "warm", "shipped"):
+        val = {n: r["val"][rule] for n, r in results.items() if rule in r.get("val", {})}
+        if not val:
+            continue
         worst = max(val, key=lambda n: val[n].wall)
         over = [f"{n} {run.wall:.1f} s" for n, run in val.items() if run.wall >= VAL_SECONDS_GOAL]
         met = "met" if not over else "NOT met: " + ", ".join(over)
-        print(f"first validation batch, new rule: worst {val[worst].wall:.1f} s wall ({worst})  "
-              f"goal < {VAL_SECONDS_GOAL:.0f} s for every config: {met}")  # fmt: skip
+        goal = f"goal < {VAL_SECONDS_GOAL:.0f} s for every config: {met}" if rule == "shipped" else f"{len(over)} over"
+        print(f"first validation batch, {rule} ({labels[rule]}): worst {val[worst].wall:.1f} s wall ({worst})  {goal}")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -363,7 +399,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=1, help="timed runs per rule and split, alternating; the min")
     parser.add_argument("--train-items", type=int, default=None, help="training items (default: the batch size)")
     parser.add_argument("--splits", default="train,val", help="comma-separated, of train, val, eval")
-    parser.add_argument("--rules", default=",".join(RULES), help="comma-separated, of old, new")
+    parser.add_argument("--rules", default=",".join(RULES), help=f"comma-separated, of {', '.join(RULES)}")
     args = parser.parse_args(argv)
     args.splits, args.rules = args.splits.split(","), args.rules.split(",")
     if not set(args.splits) <= {"train", "val", "eval"} or not set(args.rules) <= set(RULES):

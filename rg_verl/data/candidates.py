@@ -25,10 +25,13 @@ from typing import Any
 import numpy as np
 from reasoning_gym.factory import create_dataset
 
-__all__ = ["INIT_SEEDED", "Candidates"]
+__all__ = ["HASH_SEED_DEPENDENT", "INIT_SEEDED", "Candidates"]
 
 # generators that draw from their seed when built (task lists, pre-generated questions, sub-datasets)
 INIT_SEEDED = frozenset({"acre", "list_functions", "gsm_symbolic", "composite"})
+# generators whose items follow PYTHONHASHSEED (tests/unit/data/test_dataset_determinism.py); a run's
+# processes get PYTHONHASHSEED=0 (rg_verl.grpo.launch.process_env)
+HASH_SEED_DEPENDENT = ("isomorphic_strings", "knight_swap", "polynomial_multiplication", "ransom_note")
 
 
 def reseeded(dataset: Any, seed: int) -> Any:

@@ -32,6 +32,8 @@ When a dataset's space is too small for the split's share to hold a question at 
 for its item 0, the *probe*, finds none), the dataset is left out of that split with a warning. An
 item whose search fails (a question of the share that is rare under the generator) repeats the
 probe's question. ``rg_verl.data.spaces`` estimates before a run whether a split has to repeat.
+A held-out search's result (which candidate holds the item) is kept on disk and checked on use
+(``rg_verl.data.search_cache``), so a run's validation items cost their searches once per machine.
 
 Seed-space rule
 ---------------
@@ -75,6 +77,7 @@ from rg_verl.data.candidates import Candidates
 from rg_verl.data.curriculum import MixState
 from rg_verl.data.files import FileDataset
 from rg_verl.data.holdout import question_hash, split_of
+from rg_verl.data.search_cache import NOT_FOUND, SearchCache
 from rg_verl.vocab import (
     DATASET_OFFSET_RANGE,
     MAX_ATTEMPTS,
@@ -204,6 +207,7 @@ class ReasoningGymDataset(Dataset):
         self.datasets: dict[str, Any] = {}  # each entry's dataset: a file's rows, or candidate set 0
         self._candidates: dict[str, Candidates] = {}  # a generator's candidate sets at its current level
         self.probes: dict[str, dict | None] = {}  # a generator's item 0: the question a failed search repeats
+        self._searches: dict[str, SearchCache | None] = {}  # a held-out generator's stored searches
         for name in self.mix:
             self._build(name)
         self._set_weights(self.state.weights)
@@ -263,6 +267,9 @@ class ReasoningGymDataset(Dataset):
         # candidate set a holds the items of seeds seed + a * MAX_SPLIT_SIZE[split] + [0, size)
         self._candidates[name] = Candidates(name, config, seed, self.size, MAX_SPLIT_SIZE[self.split])
         self.datasets[name] = self._candidates[name].first
+        if self.split != "train":  # a training item costs 1.1 candidates: nothing to keep
+            stride = MAX_SPLIT_SIZE[self.split]
+            self._searches[name] = SearchCache.open(name, config, seed, self.size, stride, self.split)
         self.probes[name] = self.search(name, 0)
         if self.probes[name] is None:
             logger.warning(
@@ -273,11 +280,28 @@ class ReasoningGymDataset(Dataset):
 
     def search(self, name: str, index: int) -> dict | None:
         """Item ``index`` of generator ``name``: its first candidate whose question belongs to this split,
-        or None when all ``MAX_ATTEMPTS[split]`` candidates belong to other splits."""
+        or None when all ``MAX_ATTEMPTS[split]`` candidates belong to other splits.
+
+        A stored search (``rg_verl.data.search_cache``) gives the candidate straight away, once its question
+        hash matches the stored one; a search made here is stored."""
+        cache = self._searches.get(name)
+        known = cache.lookup(index) if cache is not None else None
+        if known is not None:
+            attempt, digest = known
+            if attempt == NOT_FOUND:
+                return None
+            entry = self._candidates[name].item(attempt, index)
+            if question_hash(entry["question"]) == digest and split_of(entry["question"]) == self.split:
+                return entry
+            cache.forget(index)  # the generator changed under the stored search: search again
         for attempt in range(MAX_ATTEMPTS[self.split]):
             entry = self._candidates[name].item(attempt, index)
             if split_of(entry["question"]) == self.split:
+                if cache is not None:
+                    cache.record(index, attempt, question_hash(entry["question"]))
                 return entry
+        if cache is not None:
+            cache.record(index, NOT_FOUND, None)
         return None
 
     def distinct_items(self, name: str) -> int | None:

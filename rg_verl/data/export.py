@@ -42,6 +42,7 @@ import pyarrow.parquet as pq
 
 from rg_verl.atomic import PublishError, staging_dir
 from rg_verl.config import ConfigError, ReasoningGymConfig
+from rg_verl.data.candidates import HASH_SEED_DEPENDENT
 from rg_verl.data.files import check_sources
 from rg_verl.data.holdout import SALT
 from rg_verl.grpo import launch
@@ -58,9 +59,6 @@ METADATA_KEY = "rg_verl"
 COUNTS_KEY = "rg_verl.datasets"
 # rows generated and written at a time: memory stays flat whatever the split's size
 BATCH_ROWS = 1000
-# generators whose items follow PYTHONHASHSEED (tests/unit/data/test_dataset_determinism.py); a run's
-# processes get PYTHONHASHSEED=0 (rg_verl.grpo.launch.process_env)
-HASH_SEED_DEPENDENT = ("isomorphic_strings", "knight_swap", "polynomial_multiplication", "ransom_note")
 
 _EXTRA_INFO = ("split", "index", "dataset", "category", "question_hash")
 SCHEMA = pa.schema(

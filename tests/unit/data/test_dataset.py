@@ -3,6 +3,7 @@
 import collections
 import json
 import logging
+import os
 import random
 import re
 from unittest import mock
@@ -40,6 +41,10 @@ def make(datasets, split="train", max_samples=-1, omegaconf=True, **section):
     if omegaconf:
         config = OmegaConf.create(config)
     return ReasoningGymDataset(f"reasoning_gym://{split}", None, config, processor=None, max_samples=max_samples)
+
+
+def no_search_cache():
+    return mock.patch.dict(os.environ, {"RG_VERL_SEARCH_CACHE": "off"})
 
 
 def questions(ds, indices=None):
@@ -277,7 +282,8 @@ def test_an_item_searches_its_candidates_in_the_splits_seed_space(base, split, d
     names = data.draw(st.lists(st.sampled_from(["chain_sum", "lcm", "jugs"]), min_size=1, max_size=3, unique=True))
     indices = data.draw(st.lists(st.integers(0, size - 1), max_size=4), label="indices")
     reads = []
-    with mock.patch.object(candidates_module, "create_dataset", recording(reads)):
+    # the searches themselves are read here: none is stored (rg_verl.data.search_cache) between the examples
+    with mock.patch.object(candidates_module, "create_dataset", recording(reads)), no_search_cache():
         ds = make({name: {} for name in names}, split=split, seed=base, **{f"{split}_size": size})
         # construction reads each generator's probe (its item 0) and nothing else
         assert reads == [read for name in ds.mix for read in expected_reads(name, base, split, 0)]
@@ -482,6 +488,7 @@ def test_an_item_whose_search_fails_repeats_the_probe(monkeypatch):
         return "val" if text == probe["question"] else "train"
 
     monkeypatch.setattr(dataset_module, "split_of", only_the_probe)
+    monkeypatch.setenv("RG_VERL_SEARCH_CACHE", "off")  # each search is read here: none is stored
     ds = make({"chain_sum": {}}, split="val")
     assert ds.probes["chain_sum"] == probe and ds.unreachable == []
     for index in range(1, 6):

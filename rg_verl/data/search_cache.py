@@ -1,0 +1,173 @@
+"""Held-out searches kept on disk: which candidate holds each validation or evaluation item.
+
+A held-out item searches about 20 candidates for a question in its split's share
+(``rg_verl.data.dataset``). For the slow generators that is most of a run's start: at the games config's
+params a ``futoshiki`` candidate takes 0.4 s, and its validation items alone took three minutes. What the
+search finds is one small number, the attempt ``a`` whose candidate holds item ``i``, so it is kept.
+
+- **One file per candidate space**: a generator at one config, seed, size and split, under one version of
+  the split rule and of reasoning-gym (:func:`space_key`). One line per item, ``index attempt hash``;
+  ``-1 -`` says that no candidate lies in the share (the probe of a space that is too small).
+- **Checked on use.** A found item is regenerated from its candidate and its question hash compared with the
+  stored one; a mismatch (a changed generator) drops the line and the item is searched again. So a cache
+  never changes an item, it only skips the candidates before it.
+- **Shared by processes.** Each line is appended with one ``write`` (``O_APPEND``), so dataloader workers can
+  add to one file; a torn last line is skipped.
+- **Where.** The user's cache, ``$RG_VERL_SEARCH_CACHE`` (default ``~/.cache/rg-verl/searches``; ``off``
+  turns stored searches off, shipped ones included), over the files that ship with the package for the shipped configs' validation splits
+  (``rg_verl/data/shipped_searches``, written by ``utils/ship_searches.py``). New lines go to the user's
+  cache only. A cache that cannot be written is warned about once; the run goes on without it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import logging
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from rg_verl.data.candidates import HASH_SEED_DEPENDENT
+from rg_verl.data.holdout import SALT
+from rg_verl.vocab import MAX_ATTEMPTS
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["ENV", "SHIPPED", "SearchCache", "cache_dir", "space_key"]
+
+ENV = "RG_VERL_SEARCH_CACHE"
+SHIPPED = Path(__file__).with_name("shipped_searches")
+# bump when what a candidate generates changes (rg_verl.data.candidates), which stored hashes cannot catch
+# for spaces stored as having no candidate in the share
+FORMAT = 1
+NOT_FOUND = -1
+_LINE = re.compile(r"(\d+) (-1|\d+) ([0-9a-f]{16}|-)")
+_warned = False
+
+
+def cache_dir() -> Path | None:
+    """The user's cache folder, or None when ``$RG_VERL_SEARCH_CACHE`` is ``off``."""
+    value = os.environ.get(ENV, "").strip()
+    if value.lower() == "off":
+        return None
+    if value:
+        return Path(value).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "rg-verl" / "searches"
+
+
+def space_key(name: str, config: Mapping[str, Any], seed: int, size: int, stride: int, split: str) -> dict | None:
+    """What a candidate space's items depend on, or None when they follow the process (see below).
+
+    The items of ``HASH_SEED_DEPENDENT`` generators follow ``PYTHONHASHSEED``: they are kept per hash seed,
+    and not at all when it is random.
+    """
+    hash_seed = None
+    if name in HASH_SEED_DEPENDENT:
+        hash_seed = os.environ.get("PYTHONHASHSEED", "random")
+        if hash_seed == "random":
+            return None
+    try:
+        reasoning_gym = importlib.metadata.version("reasoning-gym")
+    except importlib.metadata.PackageNotFoundError:
+        reasoning_gym = None
+    return {
+        "format": FORMAT,
+        "rule": SALT.decode(),
+        "reasoning_gym": reasoning_gym,
+        "python_hash_seed": hash_seed,
+        "generator": name,
+        "config": json.loads(json.dumps(dict(config), sort_keys=True, default=repr)),
+        "seed": seed,
+        "size": size,
+        "stride": stride,
+        "split": split,
+        "max_attempts": MAX_ATTEMPTS[split],
+    }
+
+
+def file_name(key: Mapping[str, Any]) -> str:
+    digest = hashlib.blake2b(json.dumps(key, sort_keys=True).encode(), digest_size=8).hexdigest()
+    return f"{key['generator']}-{key['split']}-{digest}.txt"
+
+
+def read_lines(path: Path) -> dict[int, tuple[int, str | None]]:
+    """The items a file holds; comment lines, torn lines and lines out of range are skipped."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return {}
+    found = {}
+    for line in text.splitlines():
+        match = _LINE.fullmatch(line)
+        if match is None:
+            continue
+        index, attempt, digest = int(match[1]), int(match[2]), match[3]
+        if (attempt == NOT_FOUND) != (digest == "-"):
+            continue
+        found[index] = (attempt, None if digest == "-" else digest)
+    return found
+
+
+class SearchCache:
+    """The stored searches of one candidate space: ``lookup`` and ``record`` by item index.
+
+    Args:
+        key: the space (:func:`space_key`).
+        folder: where new lines go (None: nothing is written).
+        shipped: a folder of read-only files read under ``folder``'s.
+    """
+
+    def __init__(self, key: Mapping[str, Any], folder: Path | None, shipped: Path | None):
+        self.key = dict(key)
+        name = file_name(self.key)
+        self.found = read_lines(shipped / name) if shipped is not None else {}
+        self.path = folder / name if folder is not None else None
+        if self.path is not None:
+            self.found.update(read_lines(self.path))
+
+    @classmethod
+    def open(cls, name: str, config: Mapping[str, Any], seed: int, size: int, stride: int, split: str):
+        """The cache of a space in the user's folder over the shipped one; None when the cache is off
+        (every search is made afresh) or the space's items follow the process."""
+        key = space_key(name, config, seed, size, stride, split)
+        folder = cache_dir()
+        return None if key is None or folder is None else cls(key, folder, SHIPPED)
+
+    def lookup(self, index: int) -> tuple[int, str | None] | None:
+        """``(attempt, question hash)`` of item ``index`` (``(-1, None)``: no candidate), or None if unknown."""
+        return self.found.get(index)
+
+    def forget(self, index: int) -> None:
+        self.found.pop(index, None)
+
+    def record(self, index: int, attempt: int, digest: str | None) -> None:
+        """Keep item ``index``'s search: the candidate that holds it (and its hash), or -1 and None."""
+        self.found[index] = (attempt, digest)
+        if self.path is not None:
+            self._append(f"{index} {attempt} {digest or '-'}\n")
+
+    def _append(self, line: str) -> None:
+        global _warned
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+            try:
+                if os.fstat(fd).st_size == 0:
+                    line = f"# {json.dumps(self.key, sort_keys=True)}\n{line}"
+                os.write(fd, line.encode())
+            finally:
+                os.close(fd)
+        except OSError as error:
+            if not _warned:
+                _warned = True
+                logger.warning(
+                    "reasoning_gym: cannot keep held-out searches in %s (%s); each run searches again. "
+                    "Set %s to a writable folder, or to off",
+                    self.path.parent, error, ENV,
+                )
+            self.path = None

@@ -1,0 +1,68 @@
+"""Write the held-out searches that ship with rg-verl: every shipped config's validation split.
+
+    PYTHONHASHSEED=0 python utils/ship_searches.py
+
+A validation item searches about 20 candidates for a question in the validation share; the files this
+writes (``rg_verl/data/shipped_searches``, read by ``rg_verl.data.search_cache``) say which candidate holds
+each item of the shipped configs, so a first run of a shipped config generates one candidate per item.
+Run it after changing a shipped config's datasets, params, seed or validation size (a slow test,
+``tests/e2e/test_shipped_searches.py``, says when it is due). It searches from nothing, then replaces the
+folder in one rename. Configs that read files (``math/``) search nothing and are skipped. Runs get
+``PYTHONHASHSEED=0`` (``rg_verl.grpo.launch``), and so must this, for the generators whose items follow it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from rg_verl.atomic import publish_dir  # noqa: E402
+from rg_verl.data import search_cache  # noqa: E402
+from rg_verl.data.dataset import ReasoningGymDataset  # noqa: E402
+from rg_verl.data.export import compose  # noqa: E402
+from rg_verl.vocab import SPLIT_URI  # noqa: E402
+
+CONFIGS = REPO / "configs"
+
+
+def shipped_configs() -> list[Path]:
+    return sorted(p for p in CONFIGS.rglob("*.yaml") if not p.name.startswith("_"))
+
+
+def reads_files(config) -> bool:
+    return any(entry.get("source") is not None for entry in config.data.reasoning_gym.datasets.values())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.parse_args(argv)
+    if os.environ.get("PYTHONHASHSEED") != "0":
+        parser.error("run it with PYTHONHASHSEED=0, as training runs are")
+    out = search_cache.SHIPPED
+    staging = Path(tempfile.mkdtemp(prefix=".shipped_searches.", dir=out.parent))
+    os.environ[search_cache.ENV] = str(staging)
+    search_cache.SHIPPED = None  # search from nothing: no stored search is trusted
+    for path in shipped_configs():
+        start = time.perf_counter()
+        config = compose(str(path.parent), path.stem, [])
+        if reads_files(config):
+            print(f"{path.relative_to(CONFIGS)}: reads files, skipped")
+            continue
+        dataset = ReasoningGymDataset(f"{SPLIT_URI}val", None, config.data)
+        for index in range(len(dataset)):
+            dataset[index]
+        print(f"{path.relative_to(CONFIGS)}: {len(dataset)} items, {time.perf_counter() - start:.1f} s", flush=True)
+    publish_dir(staging, out, replace=True)
+    print(f"wrote {len(list(out.glob('*.txt')))} files to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
