@@ -373,7 +373,7 @@ def summary(results: dict[str, dict[str, dict[str, Run]]], skipped: dict[str, st
     for name, reason in skipped.items():
         print(f"skipped {name}: {reason}")
     train = {n: r["train"] for n, r in results.items() if "train" in r}
-    for rule in (rule for rule in args.rules if rule not in STORED):
+    for rule in (rule for rule in args.rules if rule not in STORED and train):
         wall, cpu = (sum(getattr(runs[rule], clock) for runs in train.values()) for clock in ("wall", "cpu"))
         items = sum(runs[rule].items for runs in train.values())
         print(f"training, {rule} rule: {wall:.2f} s wall ({cpu:.2f} s CPU) for {items} items over {len(train)} configs")

@@ -14,13 +14,15 @@ search finds is one small number, the attempt ``a`` whose candidate holds item `
 - **Shared by processes.** Each line is appended with one ``write`` (``O_APPEND``), so dataloader workers can
   add to one file; a torn last line is skipped.
 - **Where.** The user's cache, ``$RG_VERL_SEARCH_CACHE`` (default ``~/.cache/rg-verl/searches``; ``off``
-  turns stored searches off, shipped ones included), over the files that ship with the package for the shipped configs' validation splits
-  (``rg_verl/data/shipped_searches``, written by ``utils/ship_searches.py``). New lines go to the user's
-  cache only. A cache that cannot be written is warned about once; the run goes on without it.
+  turns stored searches off, shipped ones included), over the files that ship with the package for the
+  shipped configs' validation splits (``rg_verl/data/shipped_searches``, written by
+  ``utils/ship_searches.py``). New lines go to the user's cache only. A cache that cannot be written is
+  warned about once; the run goes on without it.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.metadata
 import json
@@ -31,6 +33,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rg_verl.data import reference_questions
 from rg_verl.data.candidates import HASH_SEED_DEPENDENT
 from rg_verl.data.holdout import SALT
 from rg_verl.vocab import MAX_ATTEMPTS
@@ -64,7 +67,8 @@ def space_key(name: str, config: Mapping[str, Any], seed: int, size: int, stride
     """What a candidate space's items depend on, or None when they follow the process (see below).
 
     The items of ``HASH_SEED_DEPENDENT`` generators follow ``PYTHONHASHSEED``: they are kept per hash seed,
-    and not at all when it is random.
+    and not at all when it is random. A validation search also depends on the list of questions it passes
+    over (``rg_verl.data.reference_questions``): a question taken off the list could be an earlier item.
     """
     hash_seed = None
     if name in HASH_SEED_DEPENDENT:
@@ -87,7 +91,15 @@ def space_key(name: str, config: Mapping[str, Any], seed: int, size: int, stride
         "stride": stride,
         "split": split,
         "max_attempts": MAX_ATTEMPTS[split],
+        "withheld": withheld_digest() if split != "eval" else None,
     }
+
+
+@functools.lru_cache(maxsize=1)
+def withheld_digest() -> str:
+    """A digest of the questions that the training and validation splits pass over."""
+    text = "\n".join(sorted(reference_questions.shipped_hashes()))
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
 def file_name(key: Mapping[str, Any]) -> str:
