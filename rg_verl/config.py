@@ -36,35 +36,18 @@ from rg_verl.schema import (
     plain,
 )
 from rg_verl.tiny_model import TinyModelConfig
-from rg_verl.vocab import MAX_SEED, MAX_SPLIT_SIZE, MODES, TERM_NAMES
+from rg_verl.vocab import MAX_SEED, MAX_SPLIT_SIZE, MODES, MOVED_MODULES, TERM_NAMES
 
-# ConfigError, check_keys and check_model_path (rg_verl.schema) are re-exported for the sections' readers
+# ConfigError, check_keys and check_model_path (rg_verl.schema) and MOVED_MODULES (rg_verl.vocab) are re-exported
 __all__ = [
-    "AdaptiveWeightsConfig", "CurriculumConfig", "DatasetSpec", "ReasoningGymConfig", "RewardConfig",
-    "ConfigError", "MOVED_MODULES", "check_keys", "check_model_path", "dataset_name_error",
+    "AdaptiveWeightsConfig", "CurriculumConfig", "DatasetSpec", "ReasoningGymConfig", "ReferenceTermsConfig",
+    "RewardConfig", "ConfigError", "MOVED_MODULES", "check_keys", "check_model_path", "dataset_name_error",
     "tiny_model_config", "validate"
 ]
 
 SOURCE_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*$")
 REWARD_KWARGS = "reward.custom_reward_function.reward_kwargs"
 
-# modules that moved when the package was regrouped by concern, old -> new
-MOVED_MODULES = {
-    "rg_verl.dataset": "rg_verl.data.dataset",
-    "rg_verl.math_data": "rg_verl.data.files",
-    "rg_verl.curriculum": "rg_verl.data.curriculum",
-    "rg_verl.reward_terms": "rg_verl.reward.terms",
-    "rg_verl.math_answer": "rg_verl.reward.math_verify",
-    "rg_verl.expression_guard": "rg_verl.reward.sympy_guard",
-    "rg_verl.bounded": "rg_verl.reward.time_limit",
-    "rg_verl.launch": "rg_verl.grpo.launch",
-    "rg_verl.train_cli": "rg_verl.grpo.launch",
-    "rg_verl.trainer": "rg_verl.grpo.trainer",
-    "rg_verl.categories": "rg_verl.grpo.metrics",
-    "rg_verl.plots": "rg_verl.grpo.reward_curve",
-    "rg_verl.tiny": "rg_verl.tiny_model",
-    "rg_verl.demo": "rg_verl.evaluation.demo",
-}
 # the config keys that name one of our modules for verl to load
 PLUGIN_PATHS = ("data.custom_cls.path", "reward.custom_reward_function.path")
 
@@ -291,6 +274,21 @@ def _parse_math_datasets(where: str, value: Any) -> list[str]:
 
 
 @dataclass
+class ReferenceTermsConfig:
+    """``reward_kwargs.reference_terms``: the options of the ``reference_*`` terms (``rg_verl.reward.terms``).
+
+    Those terms are reasoning-gym's own training rewards; they count characters, so they need no tokenizer.
+    """
+
+    max_output_length: int = option(
+        1024, "characters at which reference_length reaches its full value", low=1, high=10**9
+    )
+    preappend_thinking_token: bool = option(
+        False, "reference_format puts <think> before the response first (for prompts that end in <think>)"
+    )
+
+
+@dataclass
 class RewardConfig:
     """``reward.custom_reward_function.reward_kwargs``: the keyword arguments of ``rg_verl.reward.compute_score``."""
 
@@ -317,6 +315,9 @@ class RewardConfig:
         "reasoning-gym datasets scored by math-verify's symbolic equivalence instead of their own scorer",
         parse=_parse_math_datasets,
     )
+    reference_terms: ReferenceTermsConfig = option(
+        ReferenceTermsConfig, "options of the reference_format, reference_length and reference_cosine terms"
+    )
 
     @classmethod
     def from_section(cls, section: Any, where: str = REWARD_KWARGS) -> RewardConfig:
@@ -328,7 +329,8 @@ class RewardConfig:
             self.tokenizer_path and self.max_response_length
         ):
             raise ConfigError(
-                f"{where}: the length and cosine terms count tokens; set tokenizer_path and max_response_length"
+                f"{where}: the length and cosine terms count tokens; set tokenizer_path and max_response_length "
+                "(the reference_length and reference_cosine terms count characters and need neither)"
             )
 
 

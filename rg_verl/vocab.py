@@ -76,7 +76,10 @@ TAGS = (THINK_OPEN, THINK_CLOSE, ANSWER_OPEN, ANSWER_CLOSE)
 # strict: exactly <think>…</think><answer>…</answer>; lenient: the last <answer> block anywhere
 MODES = ("strict", "lenient")
 # the extra reward terms a config may weight; rg_verl.reward.terms.TERMS maps each to its function
-TERM_NAMES = ("format", "length", "cosine", "self_correction")
+TERM_NAMES = (
+    "format", "length", "cosine", "self_correction",
+    "reference_format", "reference_length", "reference_cosine",
+)
 
 
 def formatted(think: str, answer: str) -> str:
@@ -115,3 +118,23 @@ def chat_messages(system: str | None, question: str, system_role: str = "system"
 # ---- model weights
 # the prefix PEFT gives every module name of a wrapped model (its state dict and its adapter)
 PEFT_PREFIX = "base_model.model."
+
+# ---- module paths
+
+# rg-verl modules that moved when the package was regrouped by concern, old -> new
+MOVED_MODULES = {
+    "rg_verl.dataset": "rg_verl.data.dataset",
+    "rg_verl.math_data": "rg_verl.data.files",
+    "rg_verl.curriculum": "rg_verl.data.curriculum",
+    "rg_verl.reward_terms": "rg_verl.reward.terms",
+    "rg_verl.math_answer": "rg_verl.reward.math_verify",
+    "rg_verl.expression_guard": "rg_verl.reward.sympy_guard",
+    "rg_verl.bounded": "rg_verl.reward.time_limit",
+    "rg_verl.launch": "rg_verl.grpo.launch",
+    "rg_verl.train_cli": "rg_verl.grpo.launch",
+    "rg_verl.trainer": "rg_verl.grpo.trainer",
+    "rg_verl.categories": "rg_verl.grpo.metrics",
+    "rg_verl.plots": "rg_verl.grpo.reward_curve",
+    "rg_verl.tiny": "rg_verl.tiny_model",
+    "rg_verl.demo": "rg_verl.evaluation.demo",
+}

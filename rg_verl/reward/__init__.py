@@ -9,7 +9,8 @@ flows through them:
 - ``sympy_guard``: which answers may reach a scorer that parses with sympy;
 - ``time_limit``: scoring in killable worker processes, under a hard time limit (``worker_pool``: the processes);
 - ``math_verify``: math-verify's equivalence, for GSM8K, MATH and flagged reasoning-gym datasets;
-- ``terms``: the extra terms (format, length, cosine, self-correction), one dict.
+- ``terms``: the extra terms (format, length, cosine, self-correction, and the reference project's
+  reference_format, reference_length, reference_cosine), one dict.
 """
 
 from rg_verl.reward.extraction import extract_answer, response_answer

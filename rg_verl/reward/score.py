@@ -191,6 +191,7 @@ def compute_score(
     tokenizer_path: str | None = None,
     max_response_length: int | None = None,
     math_datasets: list[str] | tuple[str, ...] | None = None,
+    reference_terms: dict[str, Any] | None = None,
     **kwargs: Any,
 ) -> dict[str, float]:
     """Scores a response: correctness of its final answer, plus weighted extra terms.
@@ -207,10 +208,13 @@ def compute_score(
         mode: Which extraction the reward uses: ``"strict"`` or ``"lenient"`` (the default; see
             :func:`~rg_verl.reward.extraction.response_answer`). Both are always reported.
         terms: ``{term name: weight}`` of extra terms (see ``rg_verl.reward.terms``).
-        tokenizer_path: Tokenizer for response lengths in tokens (``length`` and ``cosine``).
+        tokenizer_path: Tokenizer for response lengths in tokens (``length`` and ``cosine``; the
+            ``reference_*`` terms count characters).
         max_response_length: The response budget in tokens the length terms are relative to.
         math_datasets: reasoning-gym datasets whose answers are scored by math-verify's
             symbolic equivalence with the entry's answer instead of the dataset's own scorer.
+        reference_terms: Options of the ``reference_*`` terms: ``max_output_length`` (characters)
+            and ``preappend_thinking_token`` (``rg_verl.config.ReferenceTermsConfig``).
         **kwargs: Other keyword arguments from verl; ignored.
 
     Returns:
@@ -228,7 +232,7 @@ def compute_score(
     """
     config = reward_config(
         mode=mode, terms=terms, tokenizer_path=tokenizer_path,
-        max_response_length=max_response_length, math_datasets=math_datasets,
+        max_response_length=max_response_length, math_datasets=math_datasets, reference_terms=reference_terms,
     )  # fmt: skip
     name, from_file = _dataset(data_source)
     text = solution_str if isinstance(solution_str, str) else ""
@@ -292,6 +296,8 @@ def _response(text: str, verdicts: dict[str, _Verdict], config: RewardConfig, sc
         num_tokens=num_tokens,
         max_tokens=max_tokens,
         earlier_answers_correct=_earlier_answers_correct(text, score),
+        max_output_length=config.reference_terms.max_output_length,
+        preappend_thinking_token=config.reference_terms.preappend_thinking_token,
     )
 
 

@@ -136,7 +136,8 @@ def test_length_terms_count_tokens(entry, tmp_path_factory):
 def test_bad_reward_kwargs_are_rejected(entry):
     with pytest.raises(ValueError, match="mode"):
         score(entry, "", mode="fuzzy")
-    with pytest.raises(ValueError, match="valid terms: cosine, format, length, self_correction"):
+    valid = "cosine, format, length, reference_cosine, reference_format, reference_length, self_correction"
+    with pytest.raises(ValueError, match=f"valid terms: {valid}"):
         score(entry, "", terms={"fromat": 1.0})
     with pytest.raises(ValueError, match="finite number"):
         score(entry, "", terms={"format": "high"})
