@@ -1,4 +1,6 @@
-"""Scoring for the rg-verl lm-evaluation-harness tasks in this folder (``!function utils.<name>``).
+"""Scoring for rg-verl's own lm-evaluation-harness tasks, ``gsm8k_rg_verl`` and ``math_algebra_rg_verl``
+(``!function utils.<name>``). reasoning-gym's tasks score otherwise: ``gsm8k_cot_rg`` with lm-eval's regex
+filters and ``exact_match``, ``llama_math_algebra`` with :mod:`rg_verl.evaluation.lmeh`.
 
 Answers are read with rg-verl's own extraction (``rg_verl.reward.extract_answer``) and compared with
 math-verify under a time limit (``rg_verl.reward.math_verify.math_equal``), as the RG-Math reward does.

@@ -11,7 +11,8 @@ Modules, in the order data flows through them:
   items.jsonl (``store``), resume;
 - ``metrics``: pass@k, mean@k, maj@k, strict/lenient accuracy and the rest, from per-completion scores;
 - ``report``: results.json, summary.md, scores.png;
-- ``cli``: the command line; ``demo``: ``rg-verl demo``, one question or item at a time.
+- ``cli``: the command line; ``demo``: ``rg-verl demo``, one question or item at a time;
+- ``lmeh``: the MATH rule of the llama_math_algebra lm-eval task (evaluation/lmeh), not used by the evaluator.
 """
 
 from rg_verl.evaluation.backends import BACKENDS, Completion, Sampling, create_backend

@@ -46,12 +46,12 @@ def test_lmeh_tasks_load_in_the_task_manager():
     from lm_eval.tasks import TaskManager
 
     manager = TaskManager(include_path=str(LMEH), include_defaults=False)
-    assert {"gsm8k_cot_rg", "math_algebra_rg"} <= set(manager.all_tasks)
+    assert {"gsm8k_rg_verl", "math_algebra_rg_verl"} <= set(manager.all_tasks)
 
     class Loader(yaml.SafeLoader):
         pass
 
     Loader.add_constructor("!function", lambda loader, node: node.value)
-    for name in ("gsm8k_cot_rg", "math_algebra_rg"):
+    for name in ("gsm8k_rg_verl", "math_algebra_rg_verl"):
         task = yaml.load((LMEH / f"{name}.yaml").read_text(), Loader=Loader)
         assert task["description"] == SYSTEM_PROMPTS["default"]  # the prompt rg-verl trains with

@@ -1,0 +1,201 @@
+"""The MATH scoring of the ``llama_math_algebra`` lm-evaluation-harness task (``evaluation/lmeh``).
+
+reasoning-gym scores MATH algebra with lm-eval's Llama 3 MATH rule, whose code lives in the ``llama``
+branch of lm-evaluation-harness and not in the released package. This module is that rule, written for
+rg-verl, so ``--include_path evaluation/lmeh`` runs the task on a stock lm-eval install:
+
+1. the answer of a solution or a response is the content of its last ``\\boxed{...}``
+   (:func:`last_boxed_only`, :func:`remove_boxed`);
+2. both answers go through the Minerva normalization (Lewkowycz et al., 2022, appendix D:
+   :func:`normalize_final_answer`); a response's answer goes through it twice, as in the rule;
+3. they match when sympy simplifies their difference to zero (:func:`is_equiv`). There is no string
+   comparison first: two answers that do not parse never match.
+
+The normalization is the paper's, as the rule has it; released lm-eval's ``minerva_math`` task has since
+revised its copy (it keeps a bare tuple such as ``1,2`` from becoming ``12``), so its scores can differ.
+
+Step 3 parses LaTeX with latex2sympy2_extended (math-verify's parser, which grew out of the same grammar
+as sympy's ``parse_latex``): sympy's own parser needs the ANTLR 4.11 runtime, which cannot be installed
+beside the 4.9 runtime that omegaconf (verl's configs) pins. The comparison runs in a worker process of
+:mod:`rg_verl.reward.time_limit`, cut off after :data:`EQUIV_TIMEOUT_S` seconds (the rule's own limit),
+so a hostile answer such as ``9^{9^{9^{9}}}`` scores 0 instead of stalling the run. Where the rule
+would stop the whole run on an answer it cannot unbox (an ``\\fbox{...}``, a ``\\boxed`` without
+braces), the answer is empty here and scores 0.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from rg_verl.reward.time_limit import Status, call_bounded
+
+__all__ = [
+    "EQUIV_TIMEOUT_S",
+    "is_equiv",
+    "last_boxed_only",
+    "normalize_final_answer",
+    "process_docs",
+    "process_results",
+    "remove_boxed",
+]
+
+#: Seconds one equivalence check may take (parsing and simplifying); longer ones score 0.
+EQUIV_TIMEOUT_S = 5.0
+
+_BOXED_SPACE = "\\boxed "
+_BOXED_BRACE = "\\boxed{"
+
+# --- the Minerva normalization (Lewkowycz et al., 2022, appendix D), applied in this order ---------
+
+# plain replacements (before, after)
+_REPLACEMENTS = (
+    ("an ", ""),
+    ("a ", ""),
+    (".$", "$"),
+    ("\\$", ""),
+    ("\\ ", ""),
+    (" ", ""),
+    ("mbox", "text"),
+    (",\\text{and}", ","),
+    ("\\text{and}", ","),
+    ("\\text{m}", "\\text{}"),
+)
+# units, words and markup deleted wherever they occur
+_DELETIONS = (
+    "square", "ways", "integers", "dollars", "mph", "inches", "ft", "hours", "km", "units", "\\ldots",
+    "sue", "points", "feet", "minutes", "digits", "cents", "degrees", "cm", "gm", "pounds", "meters",
+    "meals", "edges", "students", "childrentickets", "multiples", "\\text{s}", "\\text{.}", "\\text{\ns}",
+    "\\text{}^2", "\\text{}^3", "\\text{\n}", "\\text{}", "\\mathrm{th}", "^\\circ", "^{\\circ}", "\\;",
+    ",\\!", "{,}", '"', "\\dots",
+)  # fmt: skip
+# regular-expression rewrites: the first $...$, the argument of \text, \textbf, \overline, \boxed,
+# then TeX shorthand (\frac12 -> \frac{1}{2}, \sqrt2 -> \sqrt{2})
+_REWRITES = tuple(
+    (re.compile(pattern), replacement)
+    for pattern, replacement in (
+        (r"(.*?)(\$)(.*?)(\$)(.*)", r"$\3$"),
+        (r"(\\text\{)(.*?)(\})", r"\2"),
+        (r"(\\textbf\{)(.*?)(\})", r"\2"),
+        (r"(\\overline\{)(.*?)(\})", r"\2"),
+        (r"(\\boxed\{)(.*)(\})", r"\2"),
+        (r"(frac)([^{])(.)", r"frac{\2}{\3}"),
+        (r"(sqrt)([^{])", r"sqrt{\2}"),
+    )
+)
+
+
+def normalize_final_answer(answer: str | None) -> str:
+    """The Minerva normalization of a final answer: the text after its last ``=``, without units,
+    spaces, ``$`` or ``\\text{}`` markup, with TeX shorthand spelled out and thousands commas of a
+    plain integer dropped (``"x = 10,000 \\text{ inches}"`` -> ``"10000"``). ``None`` and ``""`` give ``""``."""
+    if not answer:
+        return ""
+    answer = answer.split("=")[-1]
+    for before, after in _REPLACEMENTS:
+        answer = answer.replace(before, after)
+    for text in _DELETIONS:
+        answer = answer.replace(text, "")
+    for pattern, replacement in _REWRITES:
+        answer = pattern.sub(replacement, answer)
+    answer = answer.replace("$", "")
+    if answer.replace(",", "").isdigit():
+        answer = answer.replace(",", "")
+    return answer
+
+
+# --- the boxed answer ------------------------------------------------------------------------------
+
+
+def last_boxed_only(text: str) -> str | None:
+    """The last boxed expression of ``text``, box included (``"\\boxed{5}"``), or None.
+
+    As in the rule: a ``\\boxed `` followed by a space anywhere wins (up to the next ``$``); else the
+    last ``\\boxed`` (or, without one, the last ``\\fbox``) up to the brace that closes the first
+    group opened after it; None when that brace never comes.
+    """
+    if _BOXED_SPACE in text:
+        return _BOXED_SPACE + text.split(_BOXED_SPACE)[-1].split("$")[0]
+    start = text.rfind("\\boxed")
+    if start < 0:
+        start = text.rfind("\\fbox")
+        if start < 0:
+            return None
+    depth = 0
+    for end in range(start, len(text)):
+        if text[end] == "{":
+            depth += 1
+        elif text[end] == "}":
+            depth -= 1
+            if depth == 0:
+                return text[start : end + 1]
+    return None
+
+
+def remove_boxed(boxed: str | None) -> str:
+    """The content of a box from :func:`last_boxed_only`; ``""`` for None or a box it cannot open."""
+    if not boxed:
+        return ""
+    if boxed.startswith(_BOXED_SPACE):
+        return boxed[len(_BOXED_SPACE) :]
+    if boxed.startswith(_BOXED_BRACE) and boxed.endswith("}"):
+        return boxed[len(_BOXED_BRACE) : -1]
+    return ""
+
+
+def _boxed_answer(text: str) -> str:
+    return remove_boxed(last_boxed_only(text))
+
+
+# --- equivalence -----------------------------------------------------------------------------------
+
+
+def _difference_is_zero(first: str, second: str) -> bool:
+    """Whether sympy simplifies ``first - second`` to zero (runs in a worker process)."""
+    import sympy
+    from latex2sympy2_extended import latex2sympy
+    from latex2sympy2_extended.latex2sympy2 import ConversionConfig
+
+    # read the LaTeX as written: no extra normalization, no mixed fractions, case kept
+    config = ConversionConfig(
+        interpret_as_mixed_fractions=False,
+        interpret_simple_eq_as_assignment=False,
+        interpret_contains_as_eq=False,
+        lowercase_symbols=False,
+    )
+    try:
+        parsed = [latex2sympy(s, normalization_config=None, conversion_config=config) for s in (first, second)]
+        return bool(sympy.simplify(parsed[0] - parsed[1]) == 0)
+    except Exception:  # an answer that does not parse, or two that cannot be subtracted, do not match
+        return False
+
+
+def is_equiv(first: str, second: str, timeout: float = EQUIV_TIMEOUT_S) -> bool:
+    """Whether two normalized answers are equal for sympy; False when either does not parse, or when
+    the check takes longer than ``timeout`` seconds. Never raises."""
+    if not isinstance(first, str) or not isinstance(second, str) or not first or not second:
+        return False
+    value, status = call_bounded(_difference_is_zero, first, second, timeout=timeout, default=False)
+    return status is Status.OK and value is True
+
+
+# --- lm-eval hooks (process_docs, process_results) ---------------------------------------------
+
+
+def _with_answer(doc: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "problem": doc["problem"],
+        "solution": doc["solution"],
+        "answer": normalize_final_answer(_boxed_answer(doc["solution"])),
+    }
+
+
+def process_docs(dataset: Any) -> Any:
+    """Adds ``answer`` to each MATH row (``problem``, ``solution``): its solution's normalized boxed answer."""
+    return dataset.map(_with_answer)
+
+
+def process_results(doc: dict[str, Any], results: list[str]) -> dict[str, int]:
+    """``exact_match``: 1 when the response's last boxed answer equals the reference ``answer`` for sympy."""
+    candidate = normalize_final_answer(normalize_final_answer(_boxed_answer(results[0])))
+    return {"exact_match": int(is_equiv(candidate, doc["answer"]))}
