@@ -14,9 +14,12 @@ Any verl key can be overridden as ``key=value``, exactly as with ``verl.trainer.
 ``rg-verl train`` (installed with the package) runs the same task.
 """
 
+import sys
+
 import hydra
 from omegaconf import DictConfig
 
+from rg_verl.grpo import launch
 from rg_verl.grpo.launch import main_task
 
 
@@ -26,4 +29,6 @@ def main(config: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    # a config of reasoning-gym's own training scripts lists defaults Hydra cannot find: name the converter first
+    launch.refuse_reference_file(launch.hydra_argv(sys.argv[1:], "train_grpo.py"))
     main()

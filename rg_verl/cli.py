@@ -5,6 +5,7 @@
     rg-verl convert  <ckpt>/global_step_N/actor <out_dir> [name] ...           # utils/load_fsdp_to_hf.py
     rg-verl demo     <model_dir> [--max-tokens N] ...                          # ask a model questions
     rg-verl export   [--config-path DIR] [--config-name NAME] --split S --out DIR  # utils/export_split.py
+    rg-verl migrate-config OLD.yaml -o NEW.yaml [--overwrite]   # a reasoning-gym training config -> ours
 
 A subcommand's module is imported only when it runs, so ``rg-verl --help`` answers at once.
 """
@@ -26,11 +27,16 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "convert": ("rg_verl.checkpoint.cli", "FSDP checkpoint -> Hugging Face model (as utils/load_fsdp_to_hf.py)"),
     "demo": ("rg_verl.evaluation.demo", "ask a model questions or reasoning-gym items, from a terminal or a pipe"),
     "export": ("rg_verl.data.export", "write a split of a config to parquet in verl's RLHF layout (--hf: datasets)"),
+    "migrate-config": (
+        "rg_verl.migrate",
+        "a config of reasoning-gym's training scripts -> an rg-verl config, and what has no equivalent",
+    ),
 }
 
 
 def _parser() -> argparse.ArgumentParser:
-    listing = "\n".join(f"  {name:<9} {summary}" for name, (_, summary) in COMMANDS.items())
+    width = max(map(len, COMMANDS))
+    listing = "\n".join(f"  {name:<{width}} {summary}" for name, (_, summary) in COMMANDS.items())
     parser = argparse.ArgumentParser(
         prog="rg-verl",
         description="GRPO training on reasoning-gym tasks with verl.",

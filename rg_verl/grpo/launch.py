@@ -3,7 +3,8 @@
 A config travels through four rooms, once each:
 
 1. **validation** (:func:`rg_verl.config.validate`): our sections' schemas, the trainer and the plugin
-   paths, before anything is built;
+   paths, before anything is built (a config of reasoning-gym's own training scripts is refused first,
+   with the command that converts it: :func:`rg_verl.migrate.refuse_reference_schema`);
 2. **data** (:func:`rg_verl.data.files.check_sources`): every file dataset's files are read and checked,
    and :func:`rg_verl.data.spaces.space_warnings` warns about generators whose space is too small for a
    split (``+dry_run=true`` stops after this room and prints sample items and each split's repeats);
@@ -42,6 +43,7 @@ from rg_verl.config import MOVED_MODULES, ConfigError, tiny_model_config, valida
 from rg_verl.cpu.settings import PLATFORM_MODULE, apply_cpu_settings, cpu_env
 from rg_verl.data.files import check_sources
 from rg_verl.data.spaces import space_warnings
+from rg_verl.migrate import refuse_reference_schema
 from rg_verl.tiny_model import ensure_tiny_model
 from rg_verl.vocab import SPLIT_URI, SPLITS
 
@@ -181,6 +183,7 @@ def run(config: DictConfig) -> None:
 
     ``+dry_run=true`` stops after our checks and prints the config and sample items instead.
     """
+    refuse_reference_schema(config)  # a config of reasoning-gym's own scripts: name the command that converts it
     settings = validate(config)
     check_sources(settings)
     for warning in space_warnings(settings):
@@ -305,12 +308,30 @@ def hydra_argv(argv: Sequence[str], prog: str = "rg-verl train") -> list[str]:
     )
 
 
+def refuse_reference_file(args: Sequence[str]) -> None:
+    """Exit naming ``rg-verl migrate-config`` when the config file of Hydra's ``args`` is in the reference's schema.
+
+    Checked on the file, before Hydra: a reference config lists defaults Hydra cannot find (verl's old
+    config folder), and Hydra's error would not say what the file is. An unreadable file is left to Hydra.
+    """
+    import yaml
+
+    name = args[3] if args[3].endswith(".yaml") else f"{args[3]}.yaml"
+    try:
+        refuse_reference_schema(yaml.safe_load((Path(args[1]) / name).read_text()))
+    except (OSError, yaml.YAMLError):
+        return
+    except ConfigError as error:
+        sys.exit(f"Invalid config: {error}")
+
+
 def main(argv: Sequence[str] | None = None, prog: str = "rg-verl train") -> int:
     """Runs the training task as ``train_grpo.py`` does. Returns 0; errors exit as Hydra's do."""
     import hydra
     from omegaconf import DictConfig
 
     args = hydra_argv(sys.argv[1:] if argv is None else argv, prog)
+    refuse_reference_file(args)
 
     @hydra.main(config_path=None, config_name=DEFAULT_CONFIG_NAME, version_base=None)
     def task(config: DictConfig) -> None:

@@ -29,6 +29,7 @@ def rg_verl(*args: str, cwd: Path = REPO, stdin: str | None = None, timeout: int
         ("convert", ["rg-verl convert", "checkpoint", "out_dir", "--dtype", "--keep-lora", "--verify"]),
         ("demo", ["rg-verl demo", "model_dir", "--max-tokens", "--temperature", "--system-prompt", ":item"]),
         ("export", ["rg-verl export", "--split", "--out", "--hf", "--limit"]),
+        ("migrate-config", ["rg-verl migrate-config", "OLD.yaml", "--out", "--overwrite"]),
     ],
 )
 def test_each_subcommand_has_help(command, expected):
@@ -41,7 +42,7 @@ def test_each_subcommand_has_help(command, expected):
 def test_the_command_lists_its_subcommands_and_rejects_others():
     proc = rg_verl("--help")
     assert proc.returncode == 0
-    assert all(name in proc.stdout for name in ("train", "evaluate", "convert", "demo", "export"))
+    assert all(name in proc.stdout for name in ("train", "evaluate", "convert", "demo", "export", "migrate-config"))
     proc = rg_verl("fly")
     assert proc.returncode == 2 and "invalid choice: 'fly'" in proc.stderr
     assert rg_verl().returncode == 2

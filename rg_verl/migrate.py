@@ -1,0 +1,248 @@
+"""``rg-verl migrate-config OLD.yaml -o NEW.yaml``: a config of reasoning-gym's own training scripts becomes ours.
+
+reasoning-gym's ``training/`` folder (the reference project, commit 49b0713) reads a config with three
+sections of its own and verl's old ``ppo_trainer`` layout (the verl it pinned, commit c342069):
+
+- ``reasoning_gym: {dataset_size, developer_prompt, datasets}``;
+- ``curriculum: {enabled, schedule: {automatic, update_steps}, last_k, success_threshold,
+  failure_threshold, curricula: {name: {attribute_levels, weight}}}``;
+- ``reward: {use_accuracy, secondary_rewards: [{name, scaling_factor, kwargs}]}``.
+
+:func:`migrate` turns such a config (a plain mapping) into an rg-verl config over our defaults
+(``ppo_trainer``, ``rg_verl_base``, ``grpo_3b``, as the shipped experiments) that lists only what differs
+from them, and a list of ``(key, why)`` for every key it could not carry over. It maps:
+
+- ``reasoning_gym.dataset_size`` -> ``reasoning_gym.train_size``; ``developer_prompt`` -> ``system_prompt``;
+  ``datasets`` as they are (``{weight, config}``). rg-verl's section is the top-level ``reasoning_gym``,
+  which ``rg_verl_base`` hands to the dataset as ``data.reasoning_gym``.
+- ``curriculum`` (when ``enabled``) -> ``reasoning_gym.curriculum``: ``curricula.<name>.attribute_levels``
+  -> ``levels.<name>``; ``last_k`` as it is (both count training samples) and ``min_samples = last_k``
+  (the reference decides only once its window is full); the thresholds as they are (the reference
+  compares strictly, rg-verl with ``>=`` and ``<=``); ``schedule.automatic: true`` with ``update_steps: N``
+  -> ``schedule_every: N``, ``automatic: false`` -> the threshold rule (``schedule_every: 0``). The
+  reference trains on the curricula's datasets only (weights from ``curricula.<name>.weight``) and
+  validates at their starting levels, so those become ``reasoning_gym.datasets``, each with its
+  curriculum's starting configuration. A disabled curriculum is never read by the reference and is
+  not carried over.
+- ``reward.secondary_rewards`` -> ``reward_kwargs.terms``: ``format`` -> ``reference_format``, ``length``
+  -> ``reference_length``, ``cosine`` -> ``reference_cosine``, weight = ``scaling_factor``;
+  ``kwargs.preappend_thinking_token`` and ``kwargs.max_output_length`` -> ``reward_kwargs.reference_terms``.
+  Every other term of ours is set to 0 (``grpo_3b`` turns two on). ``use_accuracy: true`` is what rg-verl's
+  reward always does.
+- verl keys: one verl 0.9.1 still has at the same path is kept when its value differs from ours; one it
+  renamed goes to its new name; one it removed, or one the reference never read, is reported. A key
+  the file leaves out takes the old verl's default (when the file lists ``ppo_trainer`` in its defaults,
+  as it then did), so the migrated run behaves as the old one did.
+
+Unknown keys are reported, never dropped in silence. The GRPO configs' ``critic`` section (no critic is
+trained) and a disabled ``reward_model`` section are reported as one entry each. The reference's
+sections are :mod:`rg_verl.migrate_reference`'s, verl's old layout :mod:`rg_verl.migrate_verl`'s, the
+comparisons with our defaults :mod:`rg_verl.migrate_tree`'s.
+
+:func:`reference_schema_keys` tells a reference config from ours: ``rg_verl.grpo.launch`` refuses one
+before Ray with the command that converts it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib.util
+import os
+import sys
+import tempfile
+import textwrap
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from rg_verl import migrate_reference, migrate_verl
+from rg_verl.atomic import write_atomic
+from rg_verl.migrate_tree import MISSING, Migration, Unmapped, container, differences, flatten, merge, put
+from rg_verl.schema import ConfigError
+
+__all__ = [
+    "COMMAND", "DEFAULTS", "default_config", "main", "migrate", "reference_schema_keys", "refuse_reference_schema",
+    "render", "write_config",
+]  # fmt: skip
+
+COMMAND = "rg-verl migrate-config"
+# our Hydra defaults, as the shipped experiment configs list them
+DEFAULTS = ["ppo_trainer", "rg_verl_base", "grpo_3b", "_self_"]
+SEARCHPATH = ["pkg://verl.trainer.config", "pkg://rg_verl.conf"]
+
+# ---- telling a reference config from ours
+
+
+def reference_schema_keys(config: Any) -> list[str]:
+    """The keys of ``config`` (a mapping or an OmegaConf config) that only the reference's schema has."""
+    config = container(config)
+    if not isinstance(config, Mapping):
+        return []
+    found = []
+    section = config.get("reasoning_gym")
+    if isinstance(section, Mapping):
+        found += [f"reasoning_gym.{key}" for key in ("dataset_size", "developer_prompt") if key in section]
+    if "curriculum" in config:
+        found.append("curriculum")
+    reward = config.get("reward")
+    if isinstance(reward, Mapping):
+        found += [f"reward.{key}" for key in ("secondary_rewards", "use_accuracy") if key in reward]
+    return found
+
+
+def refuse_reference_schema(config: Any) -> None:
+    """Raise :class:`ConfigError` for a config in the reference's schema, naming the command that converts it."""
+    keys = reference_schema_keys(config)
+    if keys:
+        raise ConfigError(
+            f"{', '.join(keys)}: this is a config of reasoning-gym's own training scripts, not an rg-verl config; "
+            f"convert it with `{COMMAND} OLD.yaml -o NEW.yaml`, then train on NEW.yaml"
+        )
+
+
+# ---- our defaults
+
+
+@functools.lru_cache(maxsize=1)
+def _composed_defaults() -> dict:
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    # verl's config folder by its file path: pkg:// would import verl (and torch) only to find it
+    verl = importlib.util.find_spec("verl")
+    folders = [f"file://{Path(verl.submodule_search_locations[0]) / 'trainer' / 'config'}", *SEARCHPATH[1:]]
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / "defaults.yaml").write_text(f"hydra:\n  searchpath: {folders}\ndefaults: {DEFAULTS}\n")
+        with initialize_config_dir(config_dir=folder, version_base=None):
+            config = compose(config_name="defaults")
+    return OmegaConf.to_container(config, resolve=False)
+
+
+def default_config() -> dict:
+    """Our defaults composed (verl's ``ppo_trainer``, ``rg_verl_base``, ``grpo_3b``), interpolations unresolved."""
+    return merge({}, _composed_defaults())
+
+
+# ---- the migration
+
+
+def migrate(old: Any) -> tuple[dict, Unmapped]:
+    """A reference-schema config as an rg-verl config, and the keys it could not carry over.
+
+    Args:
+        old: the old config, a plain mapping or an OmegaConf config, interpolations unresolved.
+
+    Returns:
+        ``(new, unmapped)``: ``new`` holds ``hydra.searchpath``, ``defaults`` and only the values that
+        differ from our defaults; ``unmapped`` is ``[(key, why), ...]``, in the order they were found.
+    """
+    old = container(old)
+    if not isinstance(old, Mapping):
+        raise ConfigError(f"the old config is a {type(old).__name__}, not a mapping of sections")
+    defaults = _composed_defaults()
+    m = Migration(migrate_verl.as_run(old), defaults, written=set(flatten(old)))
+    migrate_verl.hydra(m)
+    mix = migrate_reference.curriculum(m)
+    migrate_reference.reasoning_gym(m, mix)
+    migrate_reference.reward(m)
+    migrate_verl.verl(m)
+    desired: dict = {}
+    for path, value in m.desired.items():
+        put(desired, path, value)
+    hydra = desired.pop("hydra", {})
+    new = {"hydra": {**hydra, "searchpath": list(SEARCHPATH)}, "defaults": list(DEFAULTS)}
+    body = differences(desired, defaults)
+    return ({**new, **body} if body is not MISSING else new), m.unmapped
+
+
+# ---- the writer
+
+# the order of sections in the written file, as in the shipped configs
+SECTION_ORDER = ("hydra", "defaults", "reasoning_gym", "data", "actor_rollout_ref", "algorithm", "reward", "trainer")
+# the order of the reasoning_gym section's keys, as rg_verl.config.ReasoningGymConfig declares them
+REASONING_GYM_ORDER = ("datasets", "val_datasets", "seed", "train_size", "val_size", "eval_size", "system_prompt",
+                       "curriculum", "adaptive_weights")  # fmt: skip
+
+
+def _ordered(section: Mapping, order: Sequence[str]) -> dict:
+    ordered = {key: section[key] for key in order if key in section}
+    ordered.update({key: value for key, value in section.items() if key not in ordered})
+    return ordered
+
+
+def render(new: Mapping, unmapped: Unmapped, source: str | None = None) -> str:
+    """The YAML text of a migrated config; its header lists what was not carried over, or not exactly."""
+    import yaml
+
+    origin = f" from {source}" if source else ""
+    layers = ", ".join(d for d in DEFAULTS if d != "_self_")
+    wrap = functools.partial(textwrap.wrap, width=116, break_on_hyphens=False, break_long_words=False)
+    header = wrap(
+        f"Migrated{origin} by `{COMMAND}`: a config of reasoning-gym's training scripts as an rg-verl config "
+        f"over {layers}, listing only what differs from them."
+    )
+    if unmapped:
+        header.append("Not carried over, or not exactly:")
+        for key, why in unmapped:
+            header += wrap(f"{key}: {why}", initial_indent="  ", subsequent_indent="      ")
+    ordered = _ordered(new, SECTION_ORDER)
+    if isinstance(ordered.get("reasoning_gym"), Mapping):
+        ordered["reasoning_gym"] = _ordered(ordered["reasoning_gym"], REASONING_GYM_ORDER)
+    body = yaml.safe_dump(ordered, sort_keys=False, default_flow_style=False, width=120, allow_unicode=True)
+    return "".join(f"# {line}\n" for line in header) + "\n" + body
+
+
+def write_config(path: str | os.PathLike, text: str, overwrite: bool = False) -> None:
+    """Write ``text`` to ``path`` atomically (a reader sees the old file or the new); an existing file needs
+    ``overwrite``."""
+    path = Path(path)
+    if path.exists() and not overwrite:
+        raise FileExistsError(f"{path} exists; pass --overwrite to replace it")
+    write_atomic(path, text)
+
+
+# ---- the command line
+
+
+def build_parser(prog: str = COMMAND) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Convert a config of reasoning-gym's training scripts (its reasoning_gym, curriculum and reward "
+        "sections, verl's old ppo_trainer layout) into an rg-verl config, and list what has no equivalent.",
+        epilog="Then: rg-verl train --config-path <NEW's folder> --config-name <NEW's name> +dry_run=true",
+    )
+    parser.add_argument("old", metavar="OLD.yaml", help="the reference-schema config")
+    parser.add_argument("-o", "--out", metavar="NEW.yaml", required=True, help="where to write the rg-verl config")
+    parser.add_argument("--overwrite", action="store_true", help="replace NEW.yaml if it exists")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, prog: str = COMMAND) -> int:
+    """Runs ``rg-verl migrate-config``. Returns 0, or 1 after a one-line error; a usage error exits with 2."""
+    from omegaconf import OmegaConf
+
+    args = build_parser(prog).parse_args(sys.argv[1:] if argv is None else argv)
+    out = Path(args.out)
+    try:
+        if out.exists() and not args.overwrite:
+            raise FileExistsError(f"{out} exists; pass --overwrite to replace it")
+        old = OmegaConf.to_container(OmegaConf.load(args.old), resolve=False)
+        if isinstance(old, Mapping) and "rg_verl_base" in (old.get("defaults") or []):
+            raise ConfigError(f"{args.old} is already an rg-verl config (its defaults list rg_verl_base)")
+        new, unmapped = migrate(old)
+        write_config(out, render(new, unmapped, source=os.path.basename(args.old)), overwrite=args.overwrite)
+    except (OSError, ValueError) as error:  # ConfigError and YAML errors are ValueErrors
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    print(f"wrote {out}")
+    if unmapped:
+        print(f"{len(unmapped)} key{'s' if len(unmapped) != 1 else ''} not carried over, or not exactly:")
+        for key, why in unmapped:
+            print(f"  {key}: {why}")
+    print(f"check it: rg-verl train --config-path {out.parent} --config-name {out.stem} +dry_run=true")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
