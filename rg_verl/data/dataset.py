@@ -34,6 +34,9 @@ item whose search fails (a question of the share that is rare under the generato
 probe's question. ``rg_verl.data.spaces`` estimates before a run whether a split has to repeat.
 A held-out search's result (which candidate holds the item) is kept on disk and checked on use
 (``rg_verl.data.search_cache``), so a run's validation items cost their searches once per machine.
+The training and validation splits also pass over every question of reasoning-gym's own evaluation
+items in the shipped evaluation configs (``rg_verl.data.reference_questions``), whatever its share: a
+model trained here never saw a question that the reference's evaluator asks (``items: reference``).
 
 Seed-space rule
 ---------------
@@ -73,6 +76,7 @@ from omegaconf import ListConfig
 from torch.utils.data import Dataset
 
 from rg_verl.config import AdaptiveWeightsConfig, CurriculumConfig, ReasoningGymConfig
+from rg_verl.data import reference_questions
 from rg_verl.data.candidates import Candidates
 from rg_verl.data.curriculum import MixState
 from rg_verl.data.files import FileDataset
@@ -291,18 +295,25 @@ class ReasoningGymDataset(Dataset):
             if attempt == NOT_FOUND:
                 return None
             entry = self._candidates[name].item(attempt, index)
-            if question_hash(entry["question"]) == digest and split_of(entry["question"]) == self.split:
+            if question_hash(entry["question"]) == digest and self.belongs(entry["question"]):
                 return entry
             cache.forget(index)  # the generator changed under the stored search: search again
         for attempt in range(MAX_ATTEMPTS[self.split]):
             entry = self._candidates[name].item(attempt, index)
-            if split_of(entry["question"]) == self.split:
+            if self.belongs(entry["question"]):
                 if cache is not None:
                     cache.record(index, attempt, question_hash(entry["question"]))
                 return entry
         if cache is not None:
             cache.record(index, NOT_FOUND, None)
         return None
+
+    def belongs(self, question: str) -> bool:
+        """Whether a candidate's question can be an item of this split: it lies in the split's share, and the
+        training and validation splits leave out reasoning-gym's evaluation questions (``reference_questions``)."""
+        if split_of(question) != self.split:
+            return False
+        return self.split == SPLITS[-1] or not reference_questions.withheld(question)
 
     def distinct_items(self, name: str) -> int | None:
         """How many distinct items mix entry ``name`` holds: a file dataset's rows, None for a generator."""

@@ -8,14 +8,14 @@ import sys
 from collections.abc import Sequence
 
 from rg_verl.evaluation.backends import BACKENDS
-from rg_verl.evaluation.config import load_config
+from rg_verl.evaluation.config import ITEMS, load_config
 from rg_verl.evaluation.runner import evaluate
 from rg_verl.schema import ConfigError
 
 logger = logging.getLogger(__name__)
 
 # the options that replace the config's field of the same name (category: keep only that category)
-OVERRIDES = ("output_dir", "model_path", "backend", "run_name", "batch_size", "device", "category")
+OVERRIDES = ("output_dir", "model_path", "backend", "run_name", "batch_size", "device", "category", "items")
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -31,6 +31,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--run-name", help="the run folder's name under output_dir")
     parser.add_argument("--batch-size", type=int, help="replaces the config's batch_size (hf backend)")
     parser.add_argument("--device", help="replaces the config's device (hf backend), e.g. cpu or cuda:0")
+    parser.add_argument("--items", choices=list(ITEMS), help="replaces the config's items: split or reference")
     parser.add_argument("--verbose", action="store_true", help="debug logging")
     return parser.parse_args(argv)
 

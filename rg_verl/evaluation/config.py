@@ -41,6 +41,7 @@ from reasoning_gym.factory import DATASETS
 from reasoning_gym.utils import SYSTEM_PROMPTS
 
 from rg_verl.config import ReasoningGymConfig, check_model_path, dataset_name_error
+from rg_verl.data.reference_questions import ReferenceTraining
 from rg_verl.evaluation.backends import BACKENDS
 from rg_verl.evaluation.metrics import default_k_values
 from rg_verl.schema import ConfigError, option, parse_section
@@ -51,6 +52,8 @@ __all__ = ["DatasetEntry", "CategoryEntry", "EvalConfig", "load_config", "parse_
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 ROLES = ("system", "developer", "user")
 MAX_SIZE = MAX_SPLIT_SIZE["eval"]  # the evaluation split's largest size
+# which items a generator entry is evaluated on: rg-verl's evaluation split, or reasoning-gym's own
+ITEMS = ("split", "reference")
 _WORD = re.compile(r"^\w+$")
 _URL = re.compile(r"^https?://")
 
@@ -135,6 +138,9 @@ class DatasetEntry:
     )
     source: dict | None = option(
         None, "a file dataset's {format, eval: <file>, train: <file>}, as in a training mix (see Math)"
+    )
+    items: str | None = option(
+        None, "this entry's items (see the config's items)", choices=ITEMS, noun="kind of items", doc_default="items"
     )
 
     def mix_spec(self) -> dict:
@@ -226,6 +232,19 @@ class EvalConfig:
     )
     categories: list[CategoryEntry] = option(
         help="[{category, datasets: [{dataset, size, seed, params}]}]", parse=_categories, doc_default="required"
+    )
+    items: str = option(
+        "split",
+        "split: the evaluation split (questions held out by hash); reference: create_dataset(name, seed=seed, "
+        "size=size, **params) items in order, as reasoning-gym's evaluator draws them; file datasets ignore it",
+        choices=ITEMS,
+        noun="kind of items",
+    )
+    reference_training: ReferenceTraining | None = option(
+        None,
+        "{datasets: {dataset: {weight, config}}, size: 20000, seed: 1}, reasoning-gym's training composite of an "
+        "experiment: count per dataset the items that are its questions (in_reference_training); none: not counted",
+        parse=lambda where, value: None if value is None else parse_section(ReferenceTraining, value, where),
     )
     max_tokens: int = option(2048, "response budget in tokens", low=1, high=10**7)
     temperature: float = option(0.6, "sampling temperature; 0 is greedy", low=0.0, high=100.0)

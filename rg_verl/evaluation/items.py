@@ -5,6 +5,12 @@ Items come from the dataset's ``eval`` split, whose questions all belong to the 
 the seeds. A dataset read from a file (GSM8K, MATH) gives its rows
 in order, each once, at most ``size`` of them. Each dataset entry of the YAML gets its own dataset object,
 so its ``size``, ``seed`` and ``params`` apply to it alone.
+
+With ``items: reference`` a generator entry is evaluated on reasoning-gym's own items instead,
+``create_dataset(name, seed=seed, size=size, **params)`` in order (``rg_verl.data.reference_questions``),
+so its scores compare with the reference evaluator's. Their questions may lie in any share; those of the
+shipped evaluation configs are kept out of every training and validation split. Their keys in
+items.jsonl differ from the split's (``<category>/<dataset>/reference:<index>``), so a run resumes either way.
 """
 
 from __future__ import annotations
@@ -14,13 +20,19 @@ from dataclasses import dataclass
 
 from omegaconf import OmegaConf
 
-from rg_verl.data.dataset import EmptyShareError, ReasoningGymDataset
-from rg_verl.evaluation.config import DatasetEntry, EvalConfig
-from rg_verl.vocab import EVAL_SPLIT, Messages, chat_messages
+from rg_verl.data.dataset import EmptyShareError, ReasoningGymDataset, to_json_safe
+from rg_verl.data.holdout import question_hash
+from rg_verl.data.reference_questions import ReferenceItems
+from rg_verl.evaluation.config import ITEMS, DatasetEntry, EvalConfig
+from rg_verl.vocab import EVAL_SPLIT, Messages, chat_messages, data_source
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["EvalDataset", "eval_datasets", "eval_split", "prompt_messages"]
+
+# what EvalDataset.kind says: the evaluation split, reasoning-gym's own items, or a file's rows
+SPLIT, REFERENCE = ITEMS
+FILE = "file"
 
 
 def eval_split(mix: dict, seed: int, size: int) -> ReasoningGymDataset:
@@ -32,6 +44,26 @@ def eval_split(mix: dict, seed: int, size: int) -> ReasoningGymDataset:
     return ReasoningGymDataset(EVAL_SPLIT, tokenizer=None, config=OmegaConf.create({"reasoning_gym": section}))
 
 
+def reference_item(items: ReferenceItems, index: int) -> dict:
+    """Reference item ``index`` in the shape of a ``ReasoningGymDataset`` item (what the runner reads)."""
+    entry = to_json_safe(items[index])
+    answer = entry.get("answer")
+    return {
+        "raw_prompt": chat_messages(None, entry["question"]),
+        "data_source": data_source(items.name),
+        "reward_model": {"style": "rule", "ground_truth": "" if answer is None else str(answer)},
+        "extra_info": {
+            "split": REFERENCE,
+            "index": index,
+            "dataset": items.name,
+            "category": items.category,
+            "question_hash": question_hash(entry["question"]),
+            "entry": entry,
+        },
+        "index": index,
+    }
+
+
 @dataclass
 class EvalDataset:
     """One dataset of the config to evaluate: its category label, its config entry and its items.
@@ -39,30 +71,38 @@ class EvalDataset:
     Args:
         category: the label of the category the entry is listed under.
         entry: the config's entry.
-        items: the entry's evaluation split; None when its space holds no question of the evaluation share.
+        items: the entry's evaluation split, or reasoning-gym's own items (``kind`` reference); None when
+            its space holds no question of the evaluation share.
         size: how many of its items are evaluated: ``entry.size``, or a file's rows if it has fewer.
+        kind: which items: ``split``, ``reference`` or ``file``.
     """
 
     category: str
     entry: DatasetEntry
-    items: ReasoningGymDataset | None
+    items: ReasoningGymDataset | ReferenceItems | None
     size: int
+    kind: str = SPLIT
 
     @classmethod
-    def build(cls, category: str, entry: DatasetEntry) -> EvalDataset:
-        """The dataset of ``entry``; generates no item yet (but the probe of a generator's share).
+    def build(cls, category: str, entry: DatasetEntry, items: str = SPLIT) -> EvalDataset:
+        """The dataset of ``entry``, on the ``items`` the config asks for (a file dataset: its rows); generates
+        no item yet (but the probe of a generator's share).
 
         A generator whose space holds no question of the evaluation share gets no item: it is reported
         with 0 items rather than stopping the evaluation of the others.
         """
+        if entry.source is None and items == REFERENCE:
+            reference = ReferenceItems(entry.dataset, entry.params, entry.seed, entry.size)
+            return cls(category=category, entry=entry, items=reference, size=entry.size, kind=REFERENCE)
+        kind = SPLIT if entry.source is None else FILE
         try:
-            items = eval_split({entry.dataset: entry.mix_spec()}, entry.seed, entry.size)
+            split = eval_split({entry.dataset: entry.mix_spec()}, entry.seed, entry.size)
         except EmptyShareError as error:
             logger.warning("%s/%s: evaluated on no item: %s", category, entry.dataset, error)
-            return cls(category=category, entry=entry, items=None, size=0)
-        rows = items.distinct_items(entry.dataset)  # a file's rows, each once: they cap the size
+            return cls(category=category, entry=entry, items=None, size=0, kind=kind)
+        rows = split.distinct_items(entry.dataset)  # a file's rows, each once: they cap the size
         size = entry.size if rows is None else min(entry.size, rows)
-        return cls(category=category, entry=entry, items=items, size=size)
+        return cls(category=category, entry=entry, items=split, size=size, kind=kind)
 
     @property
     def key(self) -> str:
@@ -70,7 +110,8 @@ class EvalDataset:
         return f"{self.category}/{self.entry.dataset}"
 
     def item_key(self, index: int) -> str:
-        return f"{self.key}/{index}"
+        """The item's key in items.jsonl; a reference item's never ends in a bare number, as the split's do."""
+        return f"{self.key}/{REFERENCE}:{index}" if self.kind == REFERENCE else f"{self.key}/{index}"
 
     def __len__(self) -> int:
         return self.size
@@ -78,12 +119,18 @@ class EvalDataset:
     def __getitem__(self, index: int) -> dict:
         if not 0 <= index < self.size:
             raise IndexError(f"{self.key}: item {index} is out of range (size {self.size})")
+        if self.kind == REFERENCE:
+            return reference_item(self.items, index)
         return self.items[index]
 
 
 def eval_datasets(config: EvalConfig) -> list[EvalDataset]:
     """An :class:`EvalDataset` per dataset entry, in config order. Generates no item yet."""
-    return [EvalDataset.build(c.category, entry) for c in config.categories for entry in c.datasets]
+    return [
+        EvalDataset.build(c.category, entry, entry.items or config.items)
+        for c in config.categories
+        for entry in c.datasets
+    ]
 
 
 def prompt_messages(item: dict, config: EvalConfig) -> Messages:

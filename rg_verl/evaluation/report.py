@@ -5,7 +5,12 @@ results.json keeps the reference evaluator's structure (``metadata``; ``categori
 with ``question``, ``expected_answer``, ``best_score``, ``mean_score`` and ``completions``) and adds
 ``metrics`` at each level: per dataset, per category and overall (``metrics`` at the top). Each dataset
 also says how many distinct questions it was evaluated on and whether its space ran short
-(``space_short``: fewer items than its ``size``, or repeated questions).
+(``space_short``: fewer items than its ``size``, or repeated questions), which items it was evaluated on
+(``items``: ``split``, ``reference`` or ``file``; see ``rg_verl.evaluation.items``) and, with
+``reference_training`` set, how many of them are questions of reasoning-gym's training composite
+(``in_reference_training``). A dataset on reference items also counts those whose question a training
+split of rg-verl could hold (``rg_verl_trainable``: in the training share and not in the shipped list of
+``rg_verl.data.reference_questions``; 0 for the shipped configs).
 """
 
 from __future__ import annotations
@@ -17,20 +22,46 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rg_verl.atomic import write_atomic
-from rg_verl.data.holdout import normalise
+from rg_verl.data.holdout import normalise, question_hash, split_of
+from rg_verl.data.reference_questions import withheld
 from rg_verl.evaluation.config import EvalConfig
-from rg_verl.evaluation.items import EvalDataset
+from rg_verl.evaluation.items import FILE, REFERENCE, SPLIT, EvalDataset
 from rg_verl.evaluation.metrics import aggregate
 
 __all__ = ["build_results", "summary_markdown", "write_reports"]
 
 ITEM_FIELDS = ("index", "question", "expected_answer", "best_score", "mean_score", "completions")
+ITEM_KINDS = {
+    SPLIT: "rg-verl's evaluation split",
+    REFERENCE: "reasoning-gym's own items (create_dataset)",
+    FILE: "the rows of its eval file",
+}
+
+
+def _item_counts(ds: EvalDataset, items: list[dict], reference_training: dict[str, set[str]] | None) -> dict:
+    """Which items ``ds`` was evaluated on, and how many of them training could have seen (module docstring)."""
+    counts: dict = {"items": ds.kind}
+    questions = [item["question"] for item in items]
+    if ds.kind == REFERENCE:
+        counts["rg_verl_trainable"] = sum(split_of(q) == "train" and not withheld(q) for q in questions)
+    if reference_training is not None and ds.kind != FILE:
+        seen = reference_training.get(ds.entry.dataset, set())
+        counts["in_reference_training"] = sum(question_hash(q) in seen for q in questions)
+    return counts
 
 
 def build_results(
-    config: EvalConfig, datasets: Sequence[EvalDataset], records: dict[str, dict], metadata: dict
+    config: EvalConfig,
+    datasets: Sequence[EvalDataset],
+    records: dict[str, dict],
+    metadata: dict,
+    reference_training: dict[str, set[str]] | None = None,
 ) -> dict:
-    """The results.json document for ``datasets``, from the finished item ``records`` (by key)."""
+    """The results.json document for ``datasets``, from the finished item ``records`` (by key).
+
+    ``reference_training``: the question hashes of reasoning-gym's training composite per dataset
+    (``rg_verl.evaluation.runner.reference_training``), or None.
+    """
     k_values = config.k_values or [1]
     categories: dict[str, dict] = {}
     all_items: list[list[dict]] = []
@@ -48,6 +79,7 @@ def build_results(
             # fewer items than asked for, or repeats: the evaluation share (or the file) holds too few questions
             "space_short": len(ds) < ds.entry.size or distinct < len(items),
             "config": {**ds.entry.params, "size": ds.entry.size, "seed": ds.entry.seed},
+            **_item_counts(ds, items, reference_training),
             "metrics": metrics,
         }
         if config.save_full_results:
@@ -129,6 +161,7 @@ def summary_markdown(results: dict, config: EvalConfig) -> str:
         rows = [(d["name"], d["metrics"]) for d in category["datasets"]]
         rows.append(("**all**", category["metrics"]))
         lines += ["", f"## {category['name']}", "", _table(rows, columns, "dataset")]
+    lines += _items_lines(results)
     short = [d for c in results["categories"] for d in c["datasets"] if d.get("space_short")]
     if short:
         lines += ["", "## Datasets whose evaluation share ran short", ""]
@@ -138,6 +171,20 @@ def summary_markdown(results: dict, config: EvalConfig) -> str:
             for d in short
         ]
     return "\n".join(lines) + "\n"
+
+
+def _items_lines(results: dict) -> list[str]:
+    """summary.md's section on which items each dataset was evaluated on, and what training saw of them."""
+    datasets = [d for c in results["categories"] for d in c["datasets"]]
+    lines = ["", "## Items", ""]
+    for d in datasets:
+        text = ITEM_KINDS.get(d.get("items"), str(d.get("items")))
+        if "in_reference_training" in d:
+            text += f"; {d['in_reference_training']} of {d['total_examples']} are reasoning-gym training questions"
+        if d.get("rg_verl_trainable"):
+            text += f"; {d['rg_verl_trainable']} could be rg-verl training questions (not in the shipped list)"
+        lines.append(f"- {d['category']}/{d['name']}: {text}")
+    return lines
 
 
 def scores_png(results: dict, config: EvalConfig) -> bytes:

@@ -6,6 +6,8 @@ needs from this machine, then the run folder is prepared, and only then does a m
 are generated, sent to the backend ``save_every`` prompts at a time and scored with
 ``rg_verl.reward.compute_score`` (the training reward's own scorer); each finished item is appended
 to ``items.jsonl`` before the next call, so ``--resume`` continues where a run stopped.
+With ``reference_training`` set, the questions of reasoning-gym's training composite are generated
+before any model loads, and each dataset's report counts its items among them.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from tqdm.auto import tqdm
 from rg_verl import reward
 from rg_verl.atomic import write_atomic
 from rg_verl.data.files import check_sources
+from rg_verl.data.reference_questions import training_questions
 from rg_verl.evaluation.backends import Backend, Completion, Sampling, create_backend
 from rg_verl.evaluation.config import EvalConfig, check_runtime
 from rg_verl.evaluation.items import EvalDataset, eval_datasets, prompt_messages
@@ -31,7 +34,7 @@ from rg_verl.evaluation.report import build_results, write_reports
 from rg_verl.evaluation.store import ItemStore
 from rg_verl.schema import ConfigError
 
-__all__ = ["check_files", "evaluate", "score_item", "resolve_run_dir"]
+__all__ = ["check_files", "evaluate", "reference_training", "score_item", "resolve_run_dir"]
 
 logger = logging.getLogger(__name__)
 
@@ -197,6 +200,19 @@ def _generate(config: EvalConfig, backend: Backend, pending: list[tuple[EvalData
             bar.update(len(chunk))
 
 
+def reference_training(config: EvalConfig, datasets: list[EvalDataset]) -> dict[str, set[str]] | None:
+    """The question hashes of reasoning-gym's training composite (``reference_training``) per evaluated
+    generator, or None when the config asks for none. Generates the composite's items of those datasets."""
+    if config.reference_training is None:
+        return None
+    names = {ds.entry.dataset for ds in datasets if ds.entry.source is None}
+    started = time.time()
+    questions = training_questions(config.reference_training, names)
+    logger.info("reference training composite: %d questions of %d evaluated datasets in %.1f s",
+                sum(map(len, questions.values())), len(names), time.time() - started)  # fmt: skip
+    return questions
+
+
 def _metadata(config: EvalConfig, created: str, duration_s: float) -> dict:
     """results.json's ``metadata``: what was evaluated, how, and with which package versions."""
     return {
@@ -215,6 +231,7 @@ def _metadata(config: EvalConfig, created: str, duration_s: float) -> dict:
         "dtype": config.dtype,
         "config": config.name,
         "split": "eval",
+        "items": config.items,
         "versions": _versions(),
     }
 
@@ -240,6 +257,7 @@ def evaluate(config: EvalConfig, *, resume: bool = False, backend: Backend | Non
     if backend is None:
         check_runtime(config)
     datasets = eval_datasets(config)
+    training = reference_training(config, datasets)
     run_dir, created = _start_run(config, datasets, resume)
     store = ItemStore(run_dir / ITEMS_FILE)
     done = store.load()
@@ -254,7 +272,8 @@ def evaluate(config: EvalConfig, *, resume: bool = False, backend: Backend | Non
         finally:
             if backend is None:  # only a backend built here is closed here
                 engine.close()
-    results = build_results(config, datasets, store.load(), _metadata(config, created, time.time() - started))
+    metadata = _metadata(config, created, time.time() - started)
+    results = build_results(config, datasets, store.load(), metadata, reference_training=training)
     write_reports(run_dir, results, config)
     logger.info("results in %s", run_dir)
     return run_dir
