@@ -140,6 +140,8 @@ NOT_A_MODULE = {
     "test_shipped_configs.py": "configs",  # every shipped config
     "reward/test_oracle.py": "rg_verl/reward",  # the whole reward pipeline, on every reasoning-gym dataset
     "evaluation/test_lmeh.py": "evaluation/lmeh",  # the lm-evaluation-harness tasks
+    "test_reasoning_rl_recipe.py": "configs/math/_reasoning_rl.yaml",  # Reasoning-RL's published GSM8K recipe
+    "test_reference_experiments.py": "configs",  # the shipped experiments against reasoning-gym's own
 }
 
 

@@ -98,6 +98,7 @@ def test_the_experiment_configs_exist():
     expected |= {f"curriculum/{n}" for n in ("knights_knaves_curriculum", "knights_knaves_no_curriculum")}
     expected |= {"curriculum/spell_backward_curriculum"}
     expected |= {"math/gsm8k_qwen_7b", "math/math_qwen_7b", "math/gsm8k_qwen_7b_lora"}
+    expected |= {"math/gsm8k_reasoning_rl", "math/gsm8k_reasoning_rl_lora"}
     assert expected <= names, f"missing: {sorted(expected - names)}"
 
 
@@ -159,11 +160,17 @@ def test_config_names_only_registered_datasets(path):
 
 
 # the reference project's run lengths: 500 steps unless listed (by config name, then by folder)
-EXPERIMENT_STEPS = {"external_benchmarks": 2000, "knights_knaves_curriculum": 300, "knights_knaves_no_curriculum": 300}
+EXPERIMENT_STEPS = {
+    "external_benchmarks": 2000,
+    "knights_knaves_curriculum": 300,
+    "knights_knaves_no_curriculum": 300,
+    "spell_backward_curriculum": 400,
+}
 
 
 @pytest.mark.parametrize("path", REFERENCE_EXPERIMENTS, ids=config_id)
 def test_experiment_uses_the_reference_grpo_setup(path):
+    """The GRPO setup every reasoning-gym experiment shares; test_reference_experiments.py checks each value."""
     config = composed(path)
     actor, rollout = config.actor_rollout_ref.actor, config.actor_rollout_ref.rollout
     assert config.algorithm.adv_estimator == "grpo"
@@ -172,26 +179,34 @@ def test_experiment_uses_the_reference_grpo_setup(path):
     assert actor.use_kl_loss and actor.kl_loss_coef == pytest.approx(0.001) and actor.kl_loss_type == "low_var_kl"
     assert not config.algorithm.use_kl_in_reward
     assert actor.entropy_coeff == pytest.approx(0.001)
-    assert config.data.train_batch_size == 32 and actor.ppo_mini_batch_size == 16
-    assert config.data.max_prompt_length >= 4096 and config.data.max_response_length == 2048
+    assert config.data.train_batch_size == 32 and config.data.train_batch_size % actor.ppo_mini_batch_size == 0
+    assert config.reasoning_gym.system_prompt == "DeepSeekZero"
     # one whole prompt + response must fit in a packed micro-batch
     assert actor.use_dynamic_bsz
     assert actor.ppo_max_token_len_per_gpu >= config.data.max_prompt_length + config.data.max_response_length
     assert config.trainer.n_gpus_per_node % rollout.tensor_model_parallel_size == 0
     assert config.trainer.device == "cuda" and config.trainer.n_gpus_per_node == 4
     terms = config.reward.custom_reward_function.reward_kwargs.terms
-    assert terms.format > 0 and terms.length > 0, "experiments shape the reward with format and length terms"
+    ours = {name: weight for name, weight in terms.items() if not name.startswith("reference_") and weight}
+    assert not ours, f"the experiments shape the reward with the reference's terms only, not {ours}"
+    assert terms.reference_format > 0, "every reference experiment has the reference's format reward"
     steps = config.trainer.total_training_steps
     assert steps == EXPERIMENT_STEPS.get(path.stem, EXPERIMENT_STEPS.get(path.parent.name, 500)), steps
-    # every training prompt of the run is a fresh item
-    assert config.reasoning_gym.train_size >= steps * config.data.train_batch_size
+    # every training prompt of the run is a fresh item: the run ends after its steps or its epochs
+    epoch = config.reasoning_gym.train_size // config.data.train_batch_size
+    assert min(steps, epoch * config.trainer.total_epochs) <= epoch
+
+
+# a math config's model: Qwen2.5-7B-Instruct, or the one a published recipe names (by config name, without _lora)
+MATH_MODELS = {"gsm8k_reasoning_rl": "Qwen/Qwen2.5-7B"}
 
 
 @pytest.mark.parametrize("path", in_dir("math"), ids=config_id)
 def test_math_config_trains_qwen_7b_with_grpo_on_its_benchmark_file(path):
     config = composed(path)
     actor, rollout = config.actor_rollout_ref.actor, config.actor_rollout_ref.rollout
-    assert config.actor_rollout_ref.model.path == "Qwen/Qwen2.5-7B-Instruct"
+    model = MATH_MODELS.get(path.stem.removesuffix("_lora"), "Qwen/Qwen2.5-7B-Instruct")
+    assert config.actor_rollout_ref.model.path == model
     assert config.algorithm.adv_estimator == "grpo" and rollout.name == "vllm" and rollout.n == 8
     assert actor.use_kl_loss and actor.kl_loss_type == "low_var_kl"
     assert config.trainer.device == "cuda"
@@ -250,7 +265,10 @@ def test_knights_knaves_runs_with_and_without_curriculum_share_model_steps_and_v
     without = composed(CONFIGS_DIR / "curriculum" / "knights_knaves_no_curriculum.yaml")
     validated_on = [mix(c, "val_datasets") or mix(c, "datasets") for c in (with_curriculum, without)]
     assert validated_on[0] == validated_on[1]
-    for key in ("actor_rollout_ref.model.path", "trainer.total_training_steps", "data.train_batch_size"):
+    shared = ("actor_rollout_ref.model.path", "trainer.total_training_steps", "data.train_batch_size")
+    shared += ("actor_rollout_ref.actor.ppo_mini_batch_size", "data.max_prompt_length", "data.max_response_length")
+    shared += ("reward.custom_reward_function.reward_kwargs", "reasoning_gym.system_prompt")
+    for key in shared:
         assert OmegaConf.select(with_curriculum, key) == OmegaConf.select(without, key), key
 
 
@@ -336,7 +354,9 @@ def test_every_reasoning_gym_field_is_read_by_the_code_that_uses_it(monkeypatch,
     from rg_verl.data.dataset import ReasoningGymDataset
     from rg_verl.data.files import check_sources
 
-    classes = [cls for cls in _section_classes() if cls is not rg_verl.config.RewardConfig]
+    # the reward's sections are checked by test_every_reward_key_changes_the_reward
+    reward = (rg_verl.config.RewardConfig, rg_verl.config.ReferenceTermsConfig)
+    classes = [cls for cls in _section_classes() if cls not in reward]
     reads = record_field_reads(monkeypatch, classes)
     gsm8k = {"format": "gsm8k", "train": str(math_data / "gsm8k/train.parquet"), "val": "unused.jsonl"}
     section = {
@@ -387,8 +407,18 @@ def test_every_reward_key_changes_the_reward(tokenizer_path):
     short_budget = score(formatted, terms={"length": 1.0}, tokenizer_path=tokenizer_path, max_response_length=4)
     assert long_budget["response_tokens"] > 0 and "response_tokens" not in score(formatted)
     assert short_budget["term/length"] < long_budget["term/length"] < 0
+    # reference_terms sets the reference terms' options: the length scale in characters, <think> put first
+    wrong = f"<think>x</think><answer>{int(answer) + 1}</answer>"
+    length = {"reference_length": 1.0}
+    assert score(wrong, terms=length)["term/reference_length"] < 1.0
+    assert score(wrong, terms=length, reference_terms={"max_output_length": 4})["term/reference_length"] == 1.0
+    rest = f"x</think>{bare}"  # the rest of a response whose prompt ended in <think>
+    reference_format = {"reference_format": 1.0}
+    assert score(rest, terms=reference_format)["term/reference_format"] == 0.0
+    options = {"preappend_thinking_token": True}
+    assert score(rest, terms=reference_format, reference_terms=options)["term/reference_format"] == 1.0
     declared = {f.name for f in dataclasses.fields(rg_verl.config.RewardConfig)}
-    assert declared == {"mode", "terms", "tokenizer_path", "max_response_length", "math_datasets"}, (
+    assert declared == {"mode", "terms", "tokenizer_path", "max_response_length", "math_datasets", "reference_terms"}, (
         "a new reward key needs a line above that shows its effect"
     )
 
