@@ -502,9 +502,14 @@ FIELDS = {
     "curriculum": _curriculum,
 }
 # fields a shipped config may differ in by design: ours -> {field: why}
-BY_DESIGN: dict[str, dict[str, str]] = {}
-# the shipped configs match the reference's experiments: set True to make the comparison a plain test
-SHIPPED_CONFIGS_MATCH_THE_REFERENCE = False
+BY_DESIGN: dict[str, dict[str, str]] = {
+    "intra_generalisation/cognition_qwen_3b": {
+        "lengths": "a 4096-token prompt budget: rectangle_count and figlet_font prompts do not fit in 512 "
+        "(docs/experiments.md)",
+    },
+}
+# the shipped configs match the reference's experiments (modulo BY_DESIGN): the comparison is a plain test
+SHIPPED_CONFIGS_MATCH_THE_REFERENCE = True
 
 
 def mismatches(reference, ours, allowed: dict) -> dict:
