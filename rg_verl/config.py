@@ -151,8 +151,8 @@ class CurriculumConfig:
     )
     last_k: int = option(32, "a dataset's success rate is taken over its last_k training samples", low=1, high=10**6)
     min_samples: int = option(16, "no level change before the window holds this many samples", low=1, high=10**6)
-    success_threshold: float = option(0.7, "success rate at or above which the level rises", low=0.0, high=1.0)
-    failure_threshold: float = option(0.1, "success rate at or below which the level falls", low=0.0, high=1.0)
+    success_threshold: float = option(0.7, "success rate above which the level rises", low=0.0, high=1.0)
+    failure_threshold: float = option(0.1, "success rate below which the level falls", low=0.0, high=1.0)
     schedule_every: int = option(0, "> 0: raise the level every this many steps instead, whatever the scores", low=0)
 
     def validate(self, where: str) -> None:

@@ -7,8 +7,8 @@ on, from reasoning-gym's ``training/`` at commit 49b0713:
   ``curricula.<name>.weight``, default 1) and validates on them at their starting levels; it ignores
   ``reasoning_gym.datasets``. A disabled curriculum is never read.
 - a level changes only once the score board's window holds ``last_k`` training samples, when the mean
-  is above ``success_threshold`` or below ``failure_threshold`` (strictly; rg-verl compares with ``>=``
-  and ``<=``); ``schedule.automatic: true`` raises it every ``update_steps`` steps instead.
+  is above ``success_threshold`` or below ``failure_threshold`` (strictly, as rg-verl's curriculum);
+  ``schedule.automatic: true`` raises it every ``update_steps`` steps instead.
 - ``secondary_rewards`` names are looked up in a registry (``format``, ``length``, ``cosine``); an unknown
   one is skipped. A missing ``scaling_factor`` is 1.
 """

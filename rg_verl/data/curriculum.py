@@ -176,21 +176,26 @@ class MixState:
         config = self.curriculum_config
         changed = []
         for name, curriculum in self.curricula.items():
+            # as reasoning-gym's trainer: a rate past a threshold (strictly) is a decision, and every decision
+            # starts a fresh window, also when the level cannot move (a rise at the last level, a fall at the first)
             if config.schedule_every:
-                moved = self.step % config.schedule_every == 0 and curriculum.increment_global_level()
+                decided = self.step % config.schedule_every == 0
+                moved = decided and curriculum.increment_global_level()
             else:
                 rate = self.success_rate(name, config.last_k, config.min_samples)
                 if rate is None:
                     continue
-                if rate >= config.success_threshold:
+                decided = rate > config.success_threshold or rate < config.failure_threshold
+                if rate > config.success_threshold:
                     moved = curriculum.increment_global_level()
-                elif rate <= config.failure_threshold:
+                elif rate < config.failure_threshold:
                     moved = curriculum.decrement_global_level()
                 else:
                     moved = False
             if moved:
                 changed.append(name)
-                self.results[name].clear()  # judge the new level on its own results
+            if decided:
+                self.results[name].clear()  # the next decision is judged on a window of its own
         return changed
 
     def metrics(self) -> dict[str, float]:

@@ -783,10 +783,12 @@ def test_spell_backward_curriculum_decides_after_every_step_on_its_last_20_sampl
     assert state.update({"spell_backward": [0.0, 1.0] * 128}) == []
 
 
-def test_a_success_rate_at_the_threshold_moves_the_level_where_the_reference_keeps_it():
-    """The documented difference: ours compares with >= and <=, the reference with > and <."""
+def test_a_level_moves_only_past_a_threshold_as_the_reference_does():
+    """The reference compares with > and <: a success rate equal to a threshold keeps the level and the window."""
     state = mix_state("curriculum/spell_backward_curriculum")
-    assert state.update({"spell_backward": [1.0] * 14 + [0.0] * 6}) == ["spell_backward"]  # exactly 0.7
+    assert state.update({"spell_backward": [0.0] * 6 + [1.0] * 14}) == []  # exactly 0.7: no decision
+    assert len(state.results["spell_backward"]) == 20
+    assert state.update({"spell_backward": [1.0]}) == ["spell_backward"]  # 15 of the last 20: past 0.7
 
 
 # ---- evaluation configs -----------------------------------------------------------------------------------------

@@ -46,6 +46,17 @@ def test_failure_lowers_the_level_and_middling_keeps_it():
     assert mix.update({"chain_sum": [0.0] * 4}) == ["chain_sum"]
     assert mix.levels("chain_sum") == {"num_terms": 0, "num_digits": 0}
     assert mix.update({"chain_sum": [0.0] * 4}) == []  # already at the lowest level
+    assert list(mix.results["chain_sum"]) == []  # a decision all the same: the next one waits for a fresh window
+    assert mix.update({"chain_sum": [1.0] * 3}) == []  # 3 < min_samples
+
+
+def test_a_rate_equal_to_a_threshold_is_no_decision():
+    """reasoning-gym's trainer moves a level only past a threshold (> and <) and keeps the window otherwise."""
+    mix = state(success_threshold=0.75, failure_threshold=0.25)
+    assert mix.update({"chain_sum": [0.0, 1.0, 1.0, 1.0]}) == []  # exactly 0.75
+    assert mix.update({"chain_sum": [1.0]}) == ["chain_sum"]  # the last 4: 1.0
+    assert mix.update({"chain_sum": [1.0, 0.0, 0.0, 0.0]}) == []  # exactly 0.25
+    assert len(mix.results["chain_sum"]) == 4 and mix.levels("chain_sum")["num_terms"] == 2
 
 
 def test_datasets_without_curriculum_are_left_alone():
