@@ -28,7 +28,20 @@ def main(config: DictConfig) -> None:
     main_task(config)
 
 
+def refuse_reference_config(argv: list[str]) -> None:
+    """A config of reasoning-gym's own training scripts lists defaults Hydra cannot find: name the converter
+    first. Only a named config is read; Hydra reports any other trouble with the command line itself."""
+    if not any(arg.split("=")[0] in ("--config-path", "-cp", "--config-name", "-cn") for arg in argv):
+        return
+    if any(arg in ("--help", "-h", "--hydra-help") for arg in argv):
+        return
+    try:
+        args = launch.hydra_argv(argv, "train_grpo.py")
+    except SystemExit:
+        return
+    launch.refuse_reference_file(args)
+
+
 if __name__ == "__main__":
-    # a config of reasoning-gym's own training scripts lists defaults Hydra cannot find: name the converter first
-    launch.refuse_reference_file(launch.hydra_argv(sys.argv[1:], "train_grpo.py"))
+    refuse_reference_config(sys.argv[1:])
     main()

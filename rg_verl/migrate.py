@@ -18,7 +18,7 @@ from them, and a list of ``(key, why)`` for every key it could not carry over. I
 - ``curriculum`` (when ``enabled``) -> ``reasoning_gym.curriculum``: ``curricula.<name>.attribute_levels``
   -> ``levels.<name>``; ``last_k`` as it is (both count training samples) and ``min_samples = last_k``
   (the reference decides only once its window is full); the thresholds as they are (the reference
-  compares strictly, rg-verl with ``>=`` and ``<=``); ``schedule.automatic: true`` with ``update_steps: N``
+  compares strictly, as rg-verl does); ``schedule.automatic: true`` with ``update_steps: N``
   -> ``schedule_every: N``, ``automatic: false`` -> the threshold rule (``schedule_every: 0``). The
   reference trains on the curricula's datasets only (weights from ``curricula.<name>.weight``) and
   validates at their starting levels, so those become ``reasoning_gym.datasets``, each with its
@@ -220,6 +220,7 @@ def build_parser(prog: str = COMMAND) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None, prog: str = COMMAND) -> int:
     """Runs ``rg-verl migrate-config``. Returns 0, or 1 after a one-line error; a usage error exits with 2."""
+    import yaml
     from omegaconf import OmegaConf
 
     args = build_parser(prog).parse_args(sys.argv[1:] if argv is None else argv)
@@ -232,8 +233,8 @@ def main(argv: Sequence[str] | None = None, prog: str = COMMAND) -> int:
             raise ConfigError(f"{args.old} is already an rg-verl config (its defaults list rg_verl_base)")
         new, unmapped = migrate(old)
         write_config(out, render(new, unmapped, source=os.path.basename(args.old)), overwrite=args.overwrite)
-    except (OSError, ValueError) as error:  # ConfigError and YAML errors are ValueErrors
-        print(f"error: {error}", file=sys.stderr)
+    except (OSError, ValueError, yaml.YAMLError) as error:  # ConfigError is a ValueError
+        print(f"error: {args.old}: {error}", file=sys.stderr)
         return 1
     print(f"wrote {out}")
     if unmapped:

@@ -75,10 +75,7 @@ def space_key(name: str, config: Mapping[str, Any], seed: int, size: int, stride
         hash_seed = os.environ.get("PYTHONHASHSEED", "random")
         if hash_seed == "random":
             return None
-    try:
-        reasoning_gym = importlib.metadata.version("reasoning-gym")
-    except importlib.metadata.PackageNotFoundError:
-        reasoning_gym = None
+    reasoning_gym = generator_version()
     return {
         "format": FORMAT,
         "rule": SALT.decode(),
@@ -100,6 +97,20 @@ def withheld_digest() -> str:
     """A digest of the questions that the training and validation splits pass over."""
     text = "\n".join(sorted(reference_questions.shipped_hashes()))
     return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+@functools.lru_cache(maxsize=1)
+def generator_version() -> str | None:
+    """reasoning-gym's version, and for an install from a repository or a folder where it came from (a
+    changed generator under the same version number must not meet the searches of the old one)."""
+    try:
+        distribution = importlib.metadata.distribution("reasoning-gym")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    origin = distribution.read_text("direct_url.json")
+    if origin is None:
+        return distribution.version
+    return f"{distribution.version}+{hashlib.blake2b(origin.encode(), digest_size=6).hexdigest()}"
 
 
 def file_name(key: Mapping[str, Any]) -> str:
@@ -141,6 +152,9 @@ class SearchCache:
         self.path = folder / name if folder is not None else None
         if self.path is not None:
             self.found.update(read_lines(self.path))
+        # a line out of the space (a damaged or edited file) would send the search outside its seeds
+        limit, size = MAX_ATTEMPTS[self.key["split"]], self.key["size"]
+        self.found = {i: found for i, found in self.found.items() if i < size and found[0] < limit}
 
     @classmethod
     def open(cls, name: str, config: Mapping[str, Any], seed: int, size: int, stride: int, split: str):

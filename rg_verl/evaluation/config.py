@@ -366,6 +366,11 @@ def load_config(path: str | os.PathLike, **overrides: Any) -> EvalConfig:
     category = overrides.pop("category", None)
     if isinstance(data, dict):
         data.update({key: value for key, value in overrides.items() if value is not None})
+        if overrides.get("items") is not None:  # --items replaces every entry's items, not only the default
+            for group in data.get("categories") or []:
+                for entry in (group.get("datasets") or []) if isinstance(group, dict) else []:
+                    if isinstance(entry, dict):
+                        entry.pop("items", None)
     try:
         config = parse_config(data, name=config_name(path))
     except ConfigError as error:

@@ -225,6 +225,9 @@ def test_the_command_refuses_an_rg_verl_config_and_a_missing_file(tmp_path, caps
     assert "already an rg-verl config" in capsys.readouterr().err
     assert main([str(tmp_path / "nothing.yaml"), "-o", str(tmp_path / "new.yaml")]) == 1
     assert "nothing.yaml" in capsys.readouterr().err and not (tmp_path / "new.yaml").exists()
+    (tmp_path / "broken.yaml").write_text("reasoning_gym: {dataset_size: [1,\n")
+    assert main([str(tmp_path / "broken.yaml"), "-o", str(tmp_path / "new.yaml")]) == 1
+    assert "broken.yaml" in capsys.readouterr().err and not (tmp_path / "new.yaml").exists()
 
 
 # --- training refuses a reference config before Ray -----------------------------------------------------------

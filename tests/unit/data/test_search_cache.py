@@ -122,7 +122,7 @@ def test_reading_any_text_never_fails(text):
 
 @given(st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 404), st.binary(min_size=8, max_size=8)), max_size=20))
 def test_recorded_lines_read_back(records):
-    key = space_key("chain_sum", {}, 1, 2, 3, "val")
+    key = space_key("chain_sum", {}, 1, 10**8, 3, "val")
     with tempfile.TemporaryDirectory() as folder:
         cache = SearchCache(key, Path(folder), None)
         for index, attempt, digest in records:
@@ -208,3 +208,30 @@ def test_cache_folder_follows_the_environment(monkeypatch, tmp_path):
     monkeypatch.delenv("RG_VERL_SEARCH_CACHE")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert cache_module.cache_dir() == tmp_path / "xdg" / "rg-verl" / "searches"
+
+
+def test_lines_outside_the_space_are_dropped(tmp_path):
+    """A damaged or edited line must not send a search outside its seeds (or build thousands of sets)."""
+    key = space_key("chain_sum", {}, 1, 10, 3, "val")
+    path = tmp_path / cache_module.file_name(key)
+    path.write_text(f"3 404 {'a' * 16}\n4 405 {'b' * 16}\n10 1 {'c' * 16}\n9 -1 -\n")
+    assert SearchCache(key, tmp_path, None).found == {3: (404, "a" * 16), 9: (NOT_FOUND, None)}
+
+
+def test_the_key_names_where_reasoning_gym_came_from(monkeypatch):
+    class Installed:
+        version = "0.1.25"
+
+        def __init__(self, origin):
+            self.origin = origin
+
+        def read_text(self, name):
+            return self.origin if name == "direct_url.json" else None
+
+    versions = []
+    for origin in (None, '{"url": "file:///src/a"}', '{"url": "file:///src/b"}'):
+        monkeypatch.setattr(cache_module.importlib.metadata, "distribution", lambda name, o=origin: Installed(o))
+        cache_module.generator_version.cache_clear()
+        versions.append(cache_module.generator_version())
+    cache_module.generator_version.cache_clear()
+    assert versions[0] == "0.1.25" and len(set(versions)) == 3 and all(v.startswith("0.1.25") for v in versions)

@@ -54,6 +54,19 @@ def test_an_entry_overrides_the_config_and_a_file_dataset_ignores_it(math_data):
     assert [ds.kind for ds in eval_datasets(parse_config(config))] == ["reference", "split", "reference", "file"]
 
 
+def test_the_command_lines_items_replace_every_entrys(tmp_path):
+    import yaml
+
+    from rg_verl.evaluation.config import load_config
+
+    config = small_config(items="reference")
+    config["categories"][0]["datasets"][1]["items"] = "reference"
+    path = tmp_path / "eval.yaml"
+    path.write_text(yaml.safe_dump(config))
+    assert {ds.kind for ds in eval_datasets(load_config(path, items="split"))} == {"split"}
+    assert {ds.kind for ds in eval_datasets(load_config(path))} == {"reference"}
+
+
 @pytest.mark.parametrize(
     "where, value, message",
     [
