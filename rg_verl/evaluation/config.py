@@ -136,9 +136,7 @@ class DatasetEntry:
     params: dict = option(
         {}, "the dataset's reasoning-gym config (not size or seed); a file dataset's filters (MATH: levels, types)"
     )
-    source: dict | None = option(
-        None, "a file dataset's {format, eval: <file>, train: <file>}, as in a training mix (see Math)"
-    )
+    source: dict | None = option(None, "a file dataset's {format, eval: <file>, train: <file>}, as in a mix (see Math)")
     items: str | None = option(
         None, "this entry's items (see the config's items)", choices=ITEMS, noun="kind of items", doc_default="items"
     )
@@ -367,10 +365,9 @@ def load_config(path: str | os.PathLike, **overrides: Any) -> EvalConfig:
     if isinstance(data, dict):
         data.update({key: value for key, value in overrides.items() if value is not None})
         if overrides.get("items") is not None:  # --items replaces every entry's items, not only the default
-            for group in data.get("categories") or []:
-                for entry in (group.get("datasets") or []) if isinstance(group, dict) else []:
-                    if isinstance(entry, dict):
-                        entry.pop("items", None)
+            groups = [group for group in data.get("categories") or [] if isinstance(group, dict)]
+            for entry in [e for group in groups for e in group.get("datasets") or [] if isinstance(e, dict)]:
+                entry.pop("items", None)
     try:
         config = parse_config(data, name=config_name(path))
     except ConfigError as error:
