@@ -720,26 +720,36 @@ def test_every_shipped_experiment_has_its_reference():
     assert len({values["file"] for values in REFERENCE.values()}) == 14, "the reference ships 14 training configs"
 
 
+def unexplained(differences: dict[str, tuple[Any, Any]], allowed: dict, name: str) -> dict[str, str]:
+    """The differences of config ``name`` that no allowed difference explains."""
+    return {
+        key: f"reference {theirs!r}, ours {mine!r}"
+        for key, (theirs, mine) in differences.items()
+        if key not in allowed or (allowed[key].scope is not None and name not in allowed[key].scope)
+    }
+
+
+def check_every_allowance_is_needed(names, differences_of, allowed: dict) -> None:
+    """Every allowed difference still occurs, and exactly in the configs its scope names."""
+    differs: dict[str, set[str]] = {}
+    for name in names:
+        for key in differences_of(name):
+            differs.setdefault(key, set()).add(name)
+    for key, difference in allowed.items():
+        assert key in differs, f"{key}: no config differs from the reference here any more; drop it"
+        if difference.scope is not None:
+            assert differs[key] == difference.scope, f"{key}: differs in {sorted(differs[key])}"
+
+
 @pytest.mark.parametrize("experiment", SHIPPED)
 def test_experiment_matches_the_reference_but_for_the_documented_differences(experiment):
-    unexplained = {
-        key: f"reference {theirs!r}, ours {mine!r}"
-        for key, (theirs, mine) in training_differences(experiment).items()
-        if key not in ALLOWED or (ALLOWED[key].scope is not None and experiment not in ALLOWED[key].scope)
-    }
+    left = unexplained(training_differences(experiment), ALLOWED, experiment)
     file = REFERENCE[OURS.get(experiment, experiment)]["file"]
-    assert not unexplained, f"{experiment} differs from reasoning-gym {REFERENCE_COMMIT} {file}: {unexplained}"
+    assert not left, f"{experiment} differs from reasoning-gym {REFERENCE_COMMIT} {file}: {left}"
 
 
 def test_every_allowed_difference_is_still_needed_where_it_is_allowed():
-    differs: dict[str, set[str]] = {}
-    for experiment in SHIPPED:
-        for key in training_differences(experiment):
-            differs.setdefault(key, set()).add(experiment)
-    for key, difference in ALLOWED.items():
-        assert key in differs, f"{key}: no experiment differs from the reference here any more; drop it"
-        if difference.scope is not None:
-            assert differs[key] == difference.scope, f"{key}: differs in {sorted(differs[key])}"
+    check_every_allowance_is_needed(SHIPPED, training_differences, ALLOWED)
 
 
 @pytest.mark.parametrize("experiment", SHIPPED)
@@ -841,24 +851,13 @@ def test_every_shipped_evaluation_has_its_reference():
 
 @pytest.mark.parametrize("name", SHIPPED_EVALS)
 def test_evaluation_matches_the_reference_but_for_the_documented_differences(name):
-    unexplained = {
-        key: f"reference {theirs!r}, ours {mine!r}"
-        for key, (theirs, mine) in evaluation_differences(name).items()
-        if key not in EVAL_ALLOWED or (EVAL_ALLOWED[key].scope is not None and name not in EVAL_ALLOWED[key].scope)
-    }
+    left = unexplained(evaluation_differences(name), EVAL_ALLOWED, name)
     reference_file = REFERENCE_EVALS[EVAL_OURS.get(name, name)]["file"]
-    assert not unexplained, f"{name} differs from reasoning-gym {REFERENCE_COMMIT} {reference_file}: {unexplained}"
+    assert not left, f"{name} differs from reasoning-gym {REFERENCE_COMMIT} {reference_file}: {left}"
 
 
 def test_every_allowed_evaluation_difference_is_still_needed_where_it_is_allowed():
-    differs: dict[str, set[str]] = {}
-    for name in SHIPPED_EVALS:
-        for key in evaluation_differences(name):
-            differs.setdefault(key, set()).add(name)
-    for key, difference in EVAL_ALLOWED.items():
-        assert key in differs, f"{key}: no evaluation differs from the reference here any more; drop it"
-        if difference.scope is not None:
-            assert differs[key] == difference.scope, f"{key}: differs in {sorted(differs[key])}"
+    check_every_allowance_is_needed(SHIPPED_EVALS, evaluation_differences, EVAL_ALLOWED)
 
 
 @pytest.mark.parametrize("name", SHIPPED_EVALS)
