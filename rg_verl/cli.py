@@ -6,6 +6,8 @@
     rg-verl demo     <model_dir> [--max-tokens N] ...                          # ask a model questions
     rg-verl export   [--config-path DIR] [--config-name NAME] --split S --out DIR  # utils/export_split.py
     rg-verl migrate-config OLD.yaml -o NEW.yaml [--overwrite]   # a reasoning-gym training config -> ours
+    rg-verl oreo collect --config-path DIR --config-name NAME --out DIR ...  # utils/collect_trajectories.py
+    rg-verl oreo train   [--config-path DIR] [--config-name NAME] [key=value ...]  # train_oreo.py
 
 A subcommand's module is imported only when it runs, so ``rg-verl --help`` answers at once.
 """
@@ -31,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "rg_verl.migrate",
         "a config of reasoning-gym's training scripts -> an rg-verl config, and what has no equivalent",
     ),
+    "oreo": ("rg_verl.oreo.cli", "OREO: collect scored trajectories, then train a policy and a value model"),
 }
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import torch.distributed
 from verl.plugin.platform import PlatformBase, PlatformRegistry
 
-from rg_verl.cpu import device
+from rg_verl.cpu import device, value_model
 
 
 @PlatformRegistry.register(platform="cpu")
@@ -132,3 +132,5 @@ if not torch.accelerator.is_available():
 
 if not getattr(torch.distributed.init_process_group, "rg_verl_wrapped", False):
     torch.distributed.init_process_group = _accept_repeated_backend_pairs(torch.distributed.init_process_group)
+
+value_model.install()

@@ -27,6 +27,19 @@ CPU_SETTINGS = {
     "transfer_queue.backend.SimpleStorage.num_data_storage_units": 1,
 }
 
+# the same for an OREO run (train_oreo.py), for both of its models
+OREO_CPU_SETTINGS = {
+    f"{role}.{key}": value
+    for role in ("actor", "critic")
+    for key, value in {
+        "engine.strategy": "fsdp2",
+        "model.override_config.attn_implementation": "sdpa",
+        "engine.use_torch_compile": False,
+        # verl's remove-padding path needs flash-attention's varlen kernels
+        "model.use_remove_padding": False,
+    }.items()
+}
+
 # Ray's logical CPU count on a CPU run: verl's helper actors each reserve one CPU, and a
 # 2-core laptop would otherwise leave them waiting for ever.
 CPU_RAY_LOGICAL_CPUS = 16
@@ -38,13 +51,19 @@ def cpu_env() -> dict[str, str]:
     return {"VERL_PLATFORM": "cpu", "VERL_ENGINE_DEVICE": "cuda"}
 
 
-def apply_cpu_settings(config: DictConfig) -> None:
-    """Set :data:`CPU_SETTINGS` in ``config`` and give Ray one logical GPU per worker."""
+def apply_settings(config: DictConfig, settings: dict) -> None:
+    """Set each of ``settings`` (dotted key -> value) in ``config``, logging the ones that change."""
     with open_dict(config):
-        for key, value in CPU_SETTINGS.items():
+        for key, value in settings.items():
             if OmegaConf.select(config, key) != value:
                 logger.info("trainer.device=cpu: setting %s=%s", key, value)
                 OmegaConf.update(config, key, value, force_add=True)
+
+
+def apply_cpu_settings(config: DictConfig) -> None:
+    """Set :data:`CPU_SETTINGS` in ``config`` and give Ray one logical GPU per worker."""
+    apply_settings(config, CPU_SETTINGS)
+    with open_dict(config):
         ray_init = config.ray_kwargs.ray_init
         ray_init.num_gpus = config.trainer.n_gpus_per_node * config.trainer.nnodes
         ray_init.num_cpus = max(ray_init.get("num_cpus") or 0, CPU_RAY_LOGICAL_CPUS)

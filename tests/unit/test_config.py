@@ -333,11 +333,15 @@ PACKAGE = REPO / "rg_verl"
 LAZY_IMPORTS = {
     # the CPU platform imports verl and torch and registers itself with verl: a GPU run must not import it
     ("rg_verl/grpo/launch.py", "prepare", "rg_verl.cpu.platform"),
+    ("rg_verl/oreo/launch.py", "prepare_process", "rg_verl.cpu.platform"),
+    # the OREO trainer imports verl's engines, which pick the platform when imported
+    ("rg_verl/oreo/launch.py", "main_task", "rg_verl.oreo.trainer"),
     # the dataset imports torch, which neither rg-verl train --help nor a rejected config needs
     ("rg_verl/grpo/launch.py", "dry_run", "rg_verl.data.dataset"),
     # the same for the export (rg-verl export --help, a rejected config) and the space check before Ray starts
     ("rg_verl/data/export.py", "export_split", "rg_verl.data.dataset"),
     ("rg_verl/data/spaces.py", "space_warnings", "rg_verl.data.dataset"),
+    ("rg_verl/oreo/collect.py", "_datasets", "rg_verl.data.dataset"),
     # verl's replica registry takes a loader: the replica (Ray actor, transformers server) loads when chosen
     ("rg_verl/hf_rollout/__init__.py", "_load_replica", "rg_verl.hf_rollout.replica"),
 }

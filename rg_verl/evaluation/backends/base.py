@@ -18,11 +18,14 @@ class Sampling:
         max_tokens: response budget in tokens.
         temperature: 0 means greedy decoding.
         top_p: nucleus sampling mass.
+        seed: None, or the seed of this call's sampling: a backend that can honour it gives the same
+            completions for the same prompts, settings and seed (each backend says how).
     """
 
     max_tokens: int
     temperature: float
     top_p: float
+    seed: int | None = None
 
 
 @dataclass(frozen=True)
@@ -32,10 +35,13 @@ class Completion:
     Args:
         text: the decoded response.
         num_tokens: its length in tokens, or None where the backend cannot tell.
+        token_ids: the generated token ids, up to and including the end-of-sequence token when
+            generation stopped on one (no padding); None where the backend does not see them.
     """
 
     text: str
     num_tokens: int | None = None
+    token_ids: tuple[int, ...] | None = None
 
 
 class Backend(Protocol):

@@ -3,13 +3,36 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from typing import Any
 
 from tqdm.auto import tqdm
 
 from rg_verl.evaluation.backends.base import Backend, Completion, Messages, Sampling
 from rg_verl.generation import eos_token_ids, response_length
 
+__all__ = ["HFBackend", "batch_seed", "prompt_token_ids"]
+
 logger = logging.getLogger(__name__)
+
+
+def prompt_token_ids(tokenizer: Any, messages: Messages, chat_template_kwargs: Mapping | None = None) -> list[int]:
+    """The token ids of a chat prompt: the tokenizer's chat template with the generation prompt, tokenised.
+
+    The same call verl's rollout makes (``apply_chat_template(..., add_generation_prompt=True,
+    tokenize=True, **data.apply_chat_template_kwargs)``), so a prompt here is the prompt training sees.
+    """
+    ids = tokenizer.apply_chat_template(
+        messages, add_generation_prompt=True, tokenize=True, **dict(chat_template_kwargs or {})
+    )
+    if isinstance(ids, Mapping):  # transformers 5 answers a BatchEncoding
+        ids = ids["input_ids"]
+    return [int(i) for i in ids]
+
+
+def batch_seed(seed: int, number: int) -> int:
+    """The torch seed of batch ``number`` of a ``generate`` call with ``Sampling.seed`` = ``seed``."""
+    return (seed * 1_000_003 + number) % 2**31
 
 
 class HFBackend(Backend):
@@ -19,6 +42,11 @@ class HFBackend(Backend):
     by length first, so a batch wastes little on padding; results come back in the prompts' order.
     Sampling matches vLLM's: temperature and top_p only (top_k off); temperature 0 is greedy, and
     its ``n`` completions are copies of one.
+
+    Prompts are the ids of :func:`prompt_token_ids` (with ``config.chat_template_kwargs`` where the config
+    has them). With ``Sampling.seed`` set, torch's global generator is seeded before each batch from the
+    seed and the batch's number (:func:`batch_seed`), so the same prompts, settings and seed give the same
+    completions on the same machine. Each completion carries its ``token_ids``.
     """
 
     def __init__(self, config) -> None:
@@ -36,6 +64,7 @@ class HFBackend(Backend):
         kwargs = {"dtype": dtype, **config.engine_kwargs}
         self.model = AutoModelForCausalLM.from_pretrained(config.model_path, **kwargs).to(device).eval()
         self.device = device
+        self.chat_template_kwargs = dict(getattr(config, "chat_template_kwargs", None) or {})
         self.eos_ids = list(eos_token_ids(self.model, self.tokenizer))
         logger.info("hf backend: %s on %s (%s)", config.model_path, device, self.model.dtype)
 
@@ -43,15 +72,25 @@ class HFBackend(Backend):
     def default_save_every(cls, config) -> int:
         return config.batch_size
 
-    def _prompt_text(self, messages: Messages) -> str:
-        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    def prompt_ids(self, messages: Messages) -> list[int]:
+        """The ids this backend conditions on for a chat prompt (:func:`prompt_token_ids`)."""
+        return prompt_token_ids(self.tokenizer, messages, self.chat_template_kwargs)
+
+    def _padded(self, rows: list[list[int]]):
+        """``rows`` left-padded into ``input_ids`` and ``attention_mask`` tensors on the model's device."""
+        import torch
+
+        width = max(map(len, rows))
+        pad = self.tokenizer.pad_token_id
+        ids = torch.tensor([[pad] * (width - len(row)) + row for row in rows], dtype=torch.long)
+        mask = torch.tensor([[0] * (width - len(row)) + [1] * len(row) for row in rows], dtype=torch.long)
+        return {"input_ids": ids.to(self.device), "attention_mask": mask.to(self.device)}
 
     def generate(self, prompts: list[Messages], n: int, sampling: Sampling) -> list[list[Completion]]:
         import torch
 
-        texts = [self._prompt_text(p) for p in prompts]
-        lengths = [len(ids) for ids in self.tokenizer(texts, add_special_tokens=False)["input_ids"]]
-        order = sorted(range(len(texts)), key=lambda i: lengths[i])
+        encoded_prompts = [self.prompt_ids(p) for p in prompts]
+        order = sorted(range(len(prompts)), key=lambda i: len(encoded_prompts[i]))
         greedy = sampling.temperature <= 0
         options = {"max_new_tokens": sampling.max_tokens, "pad_token_id": self.tokenizer.pad_token_id}
         if self.eos_ids:
@@ -64,11 +103,12 @@ class HFBackend(Backend):
             )
         results: list[list[Completion]] = [[] for _ in prompts]
         starts = range(0, len(order), self.batch_size)
-        for start in tqdm(starts, desc="hf generate", unit="batch", leave=False, disable=len(starts) < 2):
+        bar = tqdm(starts, desc="hf generate", unit="batch", leave=False, disable=len(starts) < 2)
+        for number, start in enumerate(bar):
             batch = order[start : start + self.batch_size]
-            encoded = self.tokenizer(
-                [texts[i] for i in batch], return_tensors="pt", padding=True, add_special_tokens=False
-            ).to(self.device)
+            encoded = self._padded([encoded_prompts[i] for i in batch])
+            if sampling.seed is not None and not greedy:
+                torch.manual_seed(batch_seed(sampling.seed, number))
             with torch.inference_mode():
                 output = self.model.generate(**encoded, **options)
             rows = output[:, encoded["input_ids"].shape[1] :].tolist()
@@ -77,7 +117,7 @@ class HFBackend(Backend):
                 for row in rows[b * per_prompt : (b + 1) * per_prompt]:
                     length = response_length(row, self.eos_ids)
                     text = self.tokenizer.decode(row[:length], skip_special_tokens=True)
-                    results[i].append(Completion(text=text, num_tokens=length))
+                    results[i].append(Completion(text=text, num_tokens=length, token_ids=tuple(row[:length])))
                 if greedy:
                     results[i] = results[i] * n
         return results

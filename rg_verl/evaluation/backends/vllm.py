@@ -10,12 +10,25 @@ from rg_verl.schema import ConfigError
 logger = logging.getLogger(__name__)
 
 
+def request_seed(seed: int, index: int) -> int:
+    """vLLM's per-request seed of prompt ``index`` of a ``generate`` call with ``Sampling.seed`` = ``seed``."""
+    return (seed * 1_000_003 + index) % 2**31
+
+
 class VLLMBackend(Backend):
     """``vllm.LLM.chat`` with all prompts at once and ``n`` samples each (``SamplingParams.n``).
 
     One call lets vLLM schedule every sequence with continuous batching and share each prompt's
     prefix across its ``n`` samples; the chat template is the model's own. So results are saved
     once, after that call (the default ``save_every``), unless the config asks for more often.
+
+    vLLM renders the chat template and tokenises the text without special tokens, the ids of
+    ``rg_verl.evaluation.backends.hf.prompt_token_ids``; ``config.chat_template_kwargs``, where the config
+    has them, go to the template. Each completion carries vLLM's ``token_ids`` (the end-of-sequence token
+    included when generation stopped on it). With ``Sampling.seed`` set, prompt ``i`` of a call gets the
+    per-request seed :func:`request_seed` (seed, i): vLLM then samples each request from its own generator,
+    so its completions do not depend on the other requests' draws; they can still differ between runs by
+    the floating-point differences of other batch shapes, which vLLM does not rule out.
     """
 
     def __init__(self, config) -> None:
@@ -26,16 +39,27 @@ class VLLMBackend(Backend):
                 f"backend: 'vllm' cannot be imported ({error}); install vllm or set backend: hf"
             ) from None
         self.llm = LLM(model=config.model_path, dtype=config.dtype, **config.engine_kwargs)
+        self.chat_template_kwargs = dict(getattr(config, "chat_template_kwargs", None) or {})
         logger.info("vllm backend: %s", config.model_path)
 
     def generate(self, prompts: list[Messages], n: int, sampling: Sampling) -> list[list[Completion]]:
         from vllm import SamplingParams
 
-        params = SamplingParams(
-            n=n, temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens
-        )
-        outputs = self.llm.chat(prompts, params, use_tqdm=True)
-        return [[Completion(text=o.text, num_tokens=len(o.token_ids)) for o in out.outputs] for out in outputs]
+        def params(seed: int | None) -> SamplingParams:
+            return SamplingParams(
+                n=n, temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens, seed=seed
+            )
+
+        if sampling.seed is None:
+            all_params = params(None)
+        else:
+            all_params = [params(request_seed(sampling.seed, i)) for i in range(len(prompts))]
+        extra = {"chat_template_kwargs": self.chat_template_kwargs} if self.chat_template_kwargs else {}
+        outputs = self.llm.chat(prompts, all_params, use_tqdm=True, **extra)
+        return [
+            [Completion(text=o.text, num_tokens=len(o.token_ids), token_ids=tuple(o.token_ids)) for o in out.outputs]
+            for out in outputs
+        ]
 
     def close(self) -> None:
         self.llm = None

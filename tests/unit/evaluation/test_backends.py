@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from rg_verl.evaluation import BACKENDS, Sampling, evaluate, parse_config
+from rg_verl.evaluation import BACKENDS, Completion, Sampling, evaluate, parse_config
 from rg_verl.evaluation.backends import backend_class
 from rg_verl.evaluation.backends.openai import OpenAIBackend, RequestError
 from rg_verl.evaluation.cli import main as cli_main
@@ -72,6 +72,81 @@ def test_hf_backend_batches_prompts_without_changing_greedy_completions(tiny_mod
     assert all(out[0] == out[1] for out in greedy)  # temperature 0: copies of one greedy completion
     alone = [backend.generate([p], 1, Sampling(max_tokens=6, temperature=0.0, top_p=1.0))[0][0] for p in prompts]
     assert [out[0] for out in greedy] == alone  # padding a batch changes no greedy completion
+
+
+def test_hf_backend_token_ids_are_the_response_and_a_seed_repeats_it(tiny_model):
+    backend = BACKENDS["hf"](parse_config(small_config(model_path=str(tiny_model), device="cpu", batch_size=2)))
+    eos = backend.eos_ids[0]
+    prompts = [[{"role": "user", "content": q}] for q in ("a", "what is 2 + 2?", "spell cat backward")]
+    sampling = Sampling(max_tokens=12, temperature=1.0, top_p=1.0, seed=11)
+    outputs = backend.generate(prompts, 4, sampling)
+    completions = [c for out in outputs for c in out]
+    for c in completions:
+        assert c.token_ids is not None and len(c.token_ids) == c.num_tokens
+        assert backend.tokenizer.decode(list(c.token_ids), skip_special_tokens=True) == c.text
+        assert eos not in c.token_ids[:-1]  # up to the first end-of-sequence token, no padding after it
+        assert c.token_ids[-1] == eos or len(c.token_ids) == 12
+    assert any(c.token_ids[-1] == eos for c in completions)  # some stop on it (the id is kept)
+    assert backend.generate(prompts, 4, sampling) == outputs  # the same seed, the same completions
+    other = backend.generate(prompts, 4, Sampling(max_tokens=12, temperature=1.0, top_p=1.0, seed=12))
+    assert other != outputs
+    assert Completion("x", 1) == Completion(text="x", num_tokens=1, token_ids=None)  # old call sites keep working
+
+
+def test_hf_backend_conditions_on_the_chat_template_ids(tiny_model):
+    import torch
+
+    from rg_verl.evaluation.backends.hf import prompt_token_ids
+
+    backend = BACKENDS["hf"](parse_config(small_config(model_path=str(tiny_model), device="cpu")))
+    messages = [{"role": "system", "content": "think"}, {"role": "user", "content": "what is 2 + 2?"}]
+    ids = prompt_token_ids(backend.tokenizer, messages)
+    assert ids == backend.prompt_ids(messages)
+    assert backend.tokenizer.decode(ids) == backend.tokenizer.apply_chat_template(
+        messages, tokenize=False, add_generation_prompt=True
+    )
+    greedy = backend.generate([messages], 1, Sampling(max_tokens=8, temperature=0.0, top_p=1.0))[0][0]
+    with torch.inference_mode():
+        direct = backend.model.generate(
+            torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long), max_new_tokens=8,
+            do_sample=False, eos_token_id=backend.eos_ids, pad_token_id=backend.tokenizer.pad_token_id,
+        )  # fmt: skip
+    assert list(greedy.token_ids) == direct[0, len(ids) :].tolist()[: len(greedy.token_ids)]
+
+
+def test_vllm_backend_gives_token_ids_per_request_seeds_and_template_kwargs(monkeypatch):
+    import sys
+    import types
+
+    calls = []
+
+    class SamplingParams:
+        def __init__(self, **kwargs):
+            self.kwargs = kwargs
+
+    class LLM:
+        def __init__(self, model, dtype, **kwargs):
+            pass
+
+        def chat(self, prompts, params, use_tqdm=True, **kwargs):
+            calls.append((prompts, params, kwargs))
+            output = types.SimpleNamespace(text="hi", token_ids=[5, 6, 2])
+            return [types.SimpleNamespace(outputs=[output, output]) for _ in prompts]
+
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=LLM, SamplingParams=SamplingParams))
+    from rg_verl.evaluation.backends.vllm import VLLMBackend, request_seed
+
+    prompts = [[{"role": "user", "content": str(i)}] for i in range(3)]
+    backend = VLLMBackend(types.SimpleNamespace(model_path="m", dtype="auto", engine_kwargs={}))
+    outputs = backend.generate(prompts, 2, Sampling(max_tokens=4, temperature=1.0, top_p=0.9))
+    assert outputs == [[Completion("hi", 3, (5, 6, 2))] * 2] * 3
+    _, params, kwargs = calls[-1]
+    assert params.kwargs == {"n": 2, "temperature": 1.0, "top_p": 0.9, "max_tokens": 4, "seed": None} and not kwargs
+    config = types.SimpleNamespace(model_path="m", dtype="auto", engine_kwargs={}, chat_template_kwargs={"x": 1})
+    VLLMBackend(config).generate(prompts, 2, Sampling(max_tokens=4, temperature=1.0, top_p=0.9, seed=3))
+    _, params, kwargs = calls[-1]
+    assert [p.kwargs["seed"] for p in params] == [request_seed(3, i) for i in range(3)]
+    assert len(set(request_seed(3, i) for i in range(3))) == 3 and kwargs == {"chat_template_kwargs": {"x": 1}}
 
 
 def test_batching_benchmark_runs(tiny_model):

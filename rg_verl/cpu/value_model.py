@@ -1,0 +1,47 @@
+"""The value model on CPU: verl's loader asks for flash-attention, which needs a GPU.
+
+verl 0.9.1 builds a ``value_model`` engine (the critic, and OREO's value model) through
+``verl.utils.model.load_valuehead_model``, which passes ``attn_implementation="flash_attention_2"`` to
+``AutoModelForTokenClassification.from_pretrained`` whatever the model config says (verl issue #5210). On a
+machine without flash-attn the load fails, and verl then asks for trl, which this project does not use.
+
+:func:`install` replaces that one function with :func:`load_valuehead_model`, which loads the same class
+with the attention implementation the model config asks for (``sdpa`` on a CPU run: rg-verl sets it). It is
+installed only by the CPU platform (``rg_verl.cpu.platform``), so a GPU run keeps verl's loader unchanged.
+verl's engine imports the function from ``verl.utils.model`` when it builds the model, so replacing the
+module attribute is enough. Remove this module once verl passes the attention implementation through.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# what a CPU run asks for when the model config names no attention implementation
+DEFAULT_ATTENTION = "sdpa"
+
+
+def attention_implementation(model_config: Any) -> str:
+    """The attention implementation ``model_config`` asks for; ``sdpa`` when it names none or flash-attention."""
+    name = getattr(model_config, "_attn_implementation", None) or DEFAULT_ATTENTION
+    return DEFAULT_ATTENTION if "flash" in name else name
+
+
+def load_valuehead_model(local_path: str, torch_dtype: Any, model_config: Any, trust_remote_code: bool) -> Any:
+    """``verl.utils.model.load_valuehead_model``'s signature, loading ``AutoModelForTokenClassification``
+    (one label: the value) with the model config's attention implementation."""
+    from transformers import AutoModelForTokenClassification
+
+    return AutoModelForTokenClassification.from_pretrained(
+        pretrained_model_name_or_path=local_path,
+        torch_dtype=torch_dtype,
+        config=model_config,
+        attn_implementation=attention_implementation(model_config),
+        trust_remote_code=trust_remote_code,
+    )
+
+
+def install() -> None:
+    """Make verl's value-model engine load through :func:`load_valuehead_model` (idempotent)."""
+    import verl.utils.model
+
+    verl.utils.model.load_valuehead_model = load_valuehead_model

@@ -1,0 +1,150 @@
+"""Trajectories → the batches verl's engines take: jagged nested tensors, one row per trajectory.
+
+A row is the prompt ids followed by the response ids. The engine's model outputs cover the whole row;
+``verl.workers.utils.padding.no_padding_2_padding`` (inside the losses) cuts out the response part, where
+column t holds log π(a_t | s_t) and V(s_t), the state before response token t. Every response-length field
+below is aligned the same way (see ``rg_verl/oreo/losses.py`` for what each loss reads).
+
+The epoch order is a pure function of (seed, epoch), and a step's trajectories a pure function of (epoch
+order, step), so a resumed run takes exactly the batches it would have taken.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from tensordict import TensorDict
+from verl.utils import tensordict_utils as tu
+
+from rg_verl.oreo.trajectories import Trajectory
+
+__all__ = [
+    "SEQUENCE_FIELDS", "BatchPlan", "chunks", "engine_batch", "nested", "step_starts", "unbind_responses",
+    "with_fields",
+]  # fmt: skip
+
+# the fields every row carries (the engine's, then OREO's); old_log_probs and values are added per step
+SEQUENCE_FIELDS = (
+    "input_ids", "position_ids", "loss_mask", "prompts", "responses", "response_mask", "returns", "step_start",
+)  # fmt: skip
+
+
+def step_starts(response_ids: Sequence[int], tokenizer: Any, delimiters: Sequence[str] | None) -> list[float]:
+    """1.0 where response token t starts a reasoning step, else 0.0.
+
+    The first token starts a step; a step ends after a token whose text holds one of ``delimiters``. With
+    ``delimiters`` None (the token variant) every token is its own step. Each token is decoded alone, so no
+    character offsets are needed and the answer does not depend on how the text would be re-tokenised.
+    """
+    if delimiters is None:
+        return [1.0] * len(response_ids)
+    starts, new_step = [], True
+    for token in response_ids:
+        starts.append(1.0 if new_step else 0.0)
+        text = tokenizer.decode([token])
+        new_step = any(d and d in text for d in delimiters)
+    return starts
+
+
+def _row(trajectory: Trajectory, starts: Sequence[float]) -> dict[str, torch.Tensor]:
+    prompt = torch.tensor(trajectory.prompt_ids, dtype=torch.long)
+    response = torch.tensor(trajectory.response_ids, dtype=torch.long)
+    n_prompt, n_response = len(prompt), len(response)
+    return {
+        "input_ids": torch.cat([prompt, response]),
+        "position_ids": torch.arange(n_prompt + n_response),
+        "loss_mask": torch.cat([torch.zeros(n_prompt, dtype=torch.long), torch.ones(n_response, dtype=torch.long)]),
+        "prompts": prompt,
+        "responses": response,
+        "response_mask": torch.ones(n_response, dtype=torch.long),
+        "returns": torch.full((n_response,), float(trajectory.reward)),
+        "step_start": torch.tensor(starts, dtype=torch.float32),
+    }
+
+
+def nested(rows: Sequence[torch.Tensor]) -> torch.Tensor:
+    """A jagged nested tensor of 1-D rows (the layout verl's no-padding engines take)."""
+    return torch.nested.as_nested_tensor(list(rows), layout=torch.jagged)
+
+
+def engine_batch(
+    trajectories: Sequence[Trajectory],
+    starts: Sequence[Sequence[float]],
+    extra: dict[str, Sequence[torch.Tensor]] | None = None,
+    **meta: Any,
+) -> TensorDict:
+    """The engine batch of ``trajectories``: :data:`SEQUENCE_FIELDS`, plus ``extra`` response-length fields
+    (``ref_log_prob``, ``old_log_probs``, ``values``) and the non-tensor ``meta`` (``global_batch_size``, ...)."""
+    rows = [_row(t, s) for t, s in zip(trajectories, starts, strict=True)]
+    tensors = {name: nested([row[name] for row in rows]) for name in SEQUENCE_FIELDS}
+    for name, values in (extra or {}).items():
+        tensors[name] = nested(values)
+    return tu.get_tensordict(
+        tensor_dict=tensors, non_tensor_dict={"temperature": 1.0, "pad_mode": "no_padding", **meta}
+    )
+
+
+def with_fields(batch: TensorDict, **fields: Sequence[torch.Tensor]) -> TensorDict:
+    """``batch`` with more response-length fields (each a list of 1-D tensors, one per row)."""
+    for name, values in fields.items():
+        batch[name] = nested(values)
+    return batch
+
+
+def unbind_responses(output: torch.Tensor, response_lengths: Sequence[int]) -> list[torch.Tensor]:
+    """The response part of each row of a whole-row model output (nested [B, j]), as 1-D tensors: column t is
+    the output at the position before response token t (the state s_t)."""
+    rows = output.unbind() if output.is_nested else list(output)
+    out = []
+    for row, n in zip(rows, response_lengths, strict=True):
+        out.append(row[len(row) - n - 1 : len(row) - 1].detach().float().cpu())
+    return out
+
+
+class BatchPlan:
+    """Which trajectories make each step's batch, and which of them this rank takes.
+
+    Epoch e's order is a permutation drawn from ``seed + e`` (or the identity without shuffling); step s of
+    the epoch takes positions ``[s*G, (s+1)*G)``, and rank r of R takes every R-th of them from r, so each
+    rank gets ``G / R`` trajectories. A last partial batch is dropped: every step has exactly G.
+    """
+
+    def __init__(self, size: int, global_batch: int, seed: int, shuffle: bool, rank: int = 0, ranks: int = 1):
+        if size < global_batch:
+            raise ValueError(
+                f"data.train_batch_size: {global_batch} trajectories per step, but the training files hold {size}; "
+                "collect more or lower the batch size"
+            )
+        self.size, self.global_batch, self.seed, self.shuffle = size, global_batch, seed, shuffle
+        self.rank, self.ranks = rank, ranks
+        self.steps_per_epoch = size // global_batch
+
+    def order(self, epoch: int) -> list[int]:
+        if not self.shuffle:
+            return list(range(self.size))
+        generator = torch.Generator().manual_seed(self.seed + epoch)
+        return torch.randperm(self.size, generator=generator).tolist()
+
+    def batch(self, global_step: int) -> tuple[int, list[int]]:
+        """(epoch, every rank's trajectory indices) of 0-based ``global_step``."""
+        epoch, position = divmod(global_step, self.steps_per_epoch)
+        return epoch, self.order(epoch)[position * self.global_batch : (position + 1) * self.global_batch]
+
+    def step(self, global_step: int) -> tuple[int, list[int]]:
+        """(epoch, this rank's trajectory indices) of 0-based ``global_step``."""
+        epoch, batch = self.batch(global_step)
+        return epoch, batch[self.rank :: self.ranks]
+
+
+def chunks(indices: Sequence[int], size: int, rank: int = 0, ranks: int = 1) -> list[list[int]]:
+    """``indices`` in chunks of ``size`` per rank, every rank with the same number of chunks (the last ones
+    padded by repeating the final index: FSDP needs every rank in every forward). Rank r's chunk k holds
+    global positions ``[(k*ranks + r)*size, ...)``."""
+    if not indices:
+        return []
+    per_round = size * ranks
+    rounds = -(-len(indices) // per_round)
+    padded = list(indices) + [indices[-1]] * (rounds * per_round - len(indices))
+    return [padded[(k * ranks + rank) * size : (k * ranks + rank + 1) * size] for k in range(rounds)]

@@ -1,0 +1,83 @@
+"""OREO checkpoints: both models in verl's FSDP layout, one folder per step.
+
+``<default_local_dir>/global_step_N/actor`` and ``.../critic`` are each written by the engine's own
+``save_checkpoint`` (the layout ``utils/load_fsdp_to_hf.py`` converts: shards, optimizer and scheduler
+state, ``huggingface/``). ``global_step_N/trainer_state.json`` records the step; the epoch order and the
+batch of each step follow from it (``rg_verl.oreo.batches.BatchPlan``), so a resumed run takes the very
+batches it would have taken. The tracker ``latest_checkpointed_iteration.txt`` is written last, by the
+trainer, so a run killed mid-save resumes from the previous complete checkpoint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from rg_verl.atomic import write_atomic
+from rg_verl.oreo.value_init import token_classification_architecture
+
+__all__ = ["STATE_FILE", "checkpoint_config", "load", "save", "trajectories_key"]
+
+STATE_FILE = "trainer_state.json"
+
+
+def checkpoint_config(config: DictConfig) -> Any:
+    """verl's ``CheckpointConfig`` of the run (what the engines save and load)."""
+    from verl.utils.config import omega_conf_to_dataclass
+
+    return omega_conf_to_dataclass(config.checkpoint)
+
+
+def trajectories_key(trajectories: Sequence[Any]) -> str:
+    """A digest of the trajectories' ids, in order: stored reference log-probs belong to exactly these."""
+    digest = hashlib.sha256()
+    for t in trajectories:
+        digest.update(f"{t.uid}:{t.sample_idx}:{len(t.prompt_ids)}:{len(t.response_ids)};".encode())
+        digest.update(bytes(str(t.response_ids[:8]), "utf-8"))
+    return digest.hexdigest()
+
+
+def _mark_value_model(critic_dir: Path) -> None:
+    """The critic's ``huggingface/config.json`` names the token-classification class, so the converted
+    model loads with ``AutoModelForTokenClassification`` (and the converter picks that class)."""
+    path = critic_dir / "huggingface" / "config.json"
+    if not path.is_file():
+        return
+    config = json.loads(path.read_text())
+    architectures = token_classification_architecture(config.get("architectures"))
+    if architectures != config.get("architectures") or config.get("num_labels", 1) != 1:
+        config["architectures"] = architectures
+        write_atomic(path, json.dumps(config, indent=2) + "\n")
+
+
+def save(folder: Path, actor: Any, critic: Any, global_step: int, rank: int) -> None:
+    """Both models' checkpoints and the trainer state under ``folder`` (every rank calls this)."""
+    actor.save_checkpoint(str(folder / "actor"), global_step=global_step)
+    critic.save_checkpoint(str(folder / "critic"), global_step=global_step)
+    if rank == 0:
+        _mark_value_model(folder / "critic")
+        write_atomic(folder / STATE_FILE, json.dumps({"global_step": global_step}) + "\n")
+
+
+def load(folder: str | Path, actor: Any, critic: Any) -> int:
+    """Loads both models (weights, optimizers, schedulers) from ``folder``; returns its step."""
+    folder = Path(folder)
+    state = folder / STATE_FILE
+    for part in (folder / "actor", folder / "critic", state):
+        if not part.exists():
+            raise FileNotFoundError(
+                f"{part}: missing, so {folder} is not a complete OREO checkpoint; resume from another "
+                "(trainer.resume_mode=resume_path) or start again (trainer.resume_mode=disable)"
+            )
+    try:
+        global_step = int(json.loads(state.read_text())["global_step"])
+    except (ValueError, KeyError, TypeError) as error:
+        raise ValueError(f"{state}: not a trainer state ({error}); the checkpoint is corrupt") from error
+    actor.load_checkpoint(str(folder / "actor"))
+    critic.load_checkpoint(str(folder / "critic"))
+    return global_step

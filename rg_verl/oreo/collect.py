@@ -1,0 +1,394 @@
+"""Collect OREO's offline trajectories from a training config: ``rg-verl oreo collect``.
+
+    rg-verl oreo collect --config-path configs/smoke --config-name learn --out trajectories/learn \\
+        --samples 10 --train-items 256 [--val-items 16] [--backend hf|vllm|openai] [--resume] [key=value ...]
+
+The items are those GRPO trains on: ``ReasoningGymDataset`` of the composed config's ``reasoning_gym``
+section (the same path ``rg-verl export`` takes), items ``[--train-start, --train-start + --train-items)`` of
+the training split and, with ``--val-items M``, items ``[0, M)`` of the validation split. Each prompt is the
+item's ``raw_prompt`` under the tokenizer's chat template (with ``data.apply_chat_template_kwargs``), and its
+``prompt_ids`` are those verl's rollout conditions on (``rg_verl.evaluation.backends.hf.prompt_token_ids``;
+the hf backend generates from exactly these ids, and collection stops if it ever would not). Every
+completion is scored by ``rg_verl.reward.compute_score`` with the config's ``reward_kwargs``, passed as
+verl passes them to its custom reward function: the reward GRPO trains with.
+
+The output follows ``rg_verl.oreo.trajectories``: ``manifest.json`` (written first, marked complete at the
+end) and ``<split>/trajectories-NNNNN.parquet``, one shard per ``--shard-size`` items, each written atomically
+once all its completions are scored. ``--resume`` refuses settings that differ from the manifest (naming the
+field) and generates only the missing shards.
+
+Determinism: each ``generate`` call covers ``--batch-size`` items of one shard, with the sampling seed
+:func:`chunk_seed` (``--seed``, split, first item). The hf backend seeds torch from it per batch: a run
+repeated on the same machine, or resumed, writes identical files. vLLM samples each request from its own
+seeded generator, but does not promise equal logits across batch shapes. The openai backend sends no seed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import importlib.metadata
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from rg_verl import reward
+from rg_verl.atomic import write_atomic
+from rg_verl.config import ReasoningGymConfig
+from rg_verl.data.candidates import HASH_SEED_DEPENDENT
+from rg_verl.data.export import compose, reasoning_gym_section
+from rg_verl.data.files import check_sources
+from rg_verl.evaluation.backends import BACKENDS, Sampling, create_backend
+from rg_verl.evaluation.backends.hf import prompt_token_ids
+from rg_verl.generation import eos_token_ids
+from rg_verl.grpo.launch import build_parser as train_parser
+from rg_verl.grpo.launch import ensure_model, resolve_config_dir
+from rg_verl.oreo.trajectories import (
+    MANIFEST,
+    open_collection,
+    shard_is_stored,
+    shard_name,
+    tokenizer_fingerprint,
+    write_shard,
+)
+from rg_verl.reward.score import reward_config
+from rg_verl.schema import ConfigError, check_model_path, plain
+from rg_verl.vocab import SPLIT_URI, SPLITS
+
+__all__ = ["BackendSettings", "build_parser", "chunk_seed", "collect", "main"]
+
+logger = logging.getLogger(__name__)
+
+FORMAT = "rg-verl OREO trajectories"
+# manifest fields that --resume must find unchanged, and the option that sets each
+RESUME_FIELDS = {
+    "model_path": "--model-path", "backend": "--backend", "dtype": "--dtype", "sampling.max_tokens": "--max-tokens",
+    "sampling.temperature": "--temperature", "sampling.top_p": "--top-p", "samples_per_item": "--samples",
+    "seed": "--seed", "shard_size": "--shard-size", "batch_size": "--batch-size", "items.train": "--train-start/-items",
+    "items.val": "--val-items", "config.reasoning_gym": "the config's reasoning_gym section",
+    "config.reward_kwargs": "the config's reward_kwargs", "config.apply_chat_template_kwargs":
+    "data.apply_chat_template_kwargs", "tokenizer_fingerprint": "the model's tokenizer",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class BackendSettings:
+    """What the evaluation backends read from their config (``EvalConfig``'s attribute names)."""
+
+    backend: str
+    model_path: str
+    batch_size: int
+    dtype: str = "auto"
+    device: str = "auto"
+    engine_kwargs: dict = field(default_factory=dict)
+    chat_template_kwargs: dict = field(default_factory=dict)
+    base_url: str | None = None
+    api_key_env: str | None = None
+    served_model_name: str | None = None
+    concurrency: int = 8
+    max_retries: int = 4
+    retry_backoff: float = 1.0
+    request_timeout: float = 600.0
+    save_every: int = 0
+
+
+def chunk_seed(seed: int, split: str, first_index: int) -> int:
+    """The sampling seed of the ``generate`` call whose first item is ``first_index`` of ``split``."""
+    return int(hashlib.sha256(f"{seed}:{split}:{first_index}".encode()).hexdigest()[:8], 16) % 2**31
+
+
+def _version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _eos_ids(model_path: str, tokenizer: Any) -> tuple[int, ...]:
+    """The ids that end a response: the model's generation config (else its config), plus the tokenizer's."""
+    from transformers import AutoConfig, GenerationConfig
+
+    try:
+        generation = GenerationConfig.from_pretrained(model_path)
+    except OSError:  # no generation_config.json
+        generation = None
+    try:
+        config = AutoConfig.from_pretrained(model_path)
+    except (OSError, ValueError):  # a served model with only its tokenizer here
+        config = SimpleNamespace(eos_token_id=None)
+    return eos_token_ids(SimpleNamespace(generation_config=generation, config=config), tokenizer)
+
+
+class _Run:
+    """One collection: the items, the tokenizer, the scorer's settings; generates and writes shards."""
+
+    def __init__(self, manifest: dict, settings: BackendSettings, out: Path, tokenizer: Any, backend: Any = None):
+        self.manifest, self.settings, self.out, self.backend = manifest, settings, out, backend
+        self.tokenizer = tokenizer
+        self.eos_ids = set(_eos_ids(settings.model_path, self.tokenizer))
+        self.reward_kwargs = manifest["config"]["reward_kwargs"]
+        self.template_kwargs = manifest["config"]["apply_chat_template_kwargs"]
+        sampling = manifest["sampling"]
+        self.sampling = Sampling(sampling["max_tokens"], sampling["temperature"], sampling["top_p"])
+        self.done = {"completions": 0, "tokens": 0, "seconds": 0.0}
+
+    def collect(self, split: str, dataset: Any) -> None:
+        """Generates and writes the shards of ``split`` that are not stored yet."""
+        (start, stop), size = self.manifest["items"][split], self.manifest["shard_size"]
+        shards = [(n, first, min(first + size, stop)) for n, first in enumerate(range(start, stop, size))]
+        for number, first, end in shards:
+            path = self.out / split / shard_name(number)
+            metadata = {
+                "format": FORMAT, "split": split, "shard": number, "items": [first, end],
+                "samples_per_item": self.manifest["samples_per_item"], "model_path": self.settings.model_path,
+                "tokenizer_fingerprint": self.manifest["tokenizer_fingerprint"],
+            }  # fmt: skip
+            if shard_is_stored(path, metadata):
+                logger.info("%s shard %d/%d is complete; skipped", split, number + 1, len(shards))
+                continue
+            if self.backend is None:  # loaded once a shard needs it, and outside its timing
+                self.backend = create_backend(self.settings)
+            started, rows = time.time(), []
+            for chunk in range(first, end, self.manifest["batch_size"]):
+                rows += self.generate(split, dataset, range(chunk, min(chunk + self.manifest["batch_size"], end)))
+            write_shard(path, rows, metadata)
+            self.report(f"{split} shard {number + 1}/{len(shards)}", rows, time.time() - started)
+
+    def report(self, what: str, rows: list[dict], seconds: float) -> None:
+        tokens = sum(len(row["response_ids"]) for row in rows)
+        for key, value in (("completions", len(rows)), ("tokens", tokens), ("seconds", seconds)):
+            self.done[key] += value
+        logger.info("%s: %d completions in %.1f s: %.2f completions/s, %.1f tokens/s", what, len(rows), seconds,
+                    len(rows) / max(seconds, 1e-9), tokens / max(seconds, 1e-9))  # fmt: skip
+
+    def generate(self, split: str, dataset: Any, indices: range) -> list[dict]:
+        items = [dataset[i] for i in indices]
+        messages = [item["raw_prompt"] for item in items]
+        prompts = [prompt_token_ids(self.tokenizer, m, self.template_kwargs) for m in messages]
+        own = getattr(self.backend, "prompt_ids", None)  # the hf backend's ids must be the chat template's
+        if own is not None and any(own(m) != p for m, p in zip(messages, prompts, strict=True)):
+            raise RuntimeError(f"the {self.settings.backend} backend conditions on other ids than the chat template's")
+        k = self.manifest["samples_per_item"]
+        sampling = dataclasses.replace(self.sampling, seed=chunk_seed(self.manifest["seed"], split, indices[0]))
+        outputs = self.backend.generate(messages, k, sampling)
+        if len(outputs) != len(items) or any(len(out) != k for out in outputs):
+            raise RuntimeError(f"the {self.settings.backend} backend returned the wrong number of completions")
+        rows = []
+        for index, item, prompt, completions in zip(indices, items, prompts, outputs, strict=True):
+            for sample_idx, completion in enumerate(completions):
+                response_ids, source, finished = self.response_ids(completion)
+                scores = reward.compute_score(
+                    data_source=item["data_source"], solution_str=completion.text,
+                    ground_truth=item["reward_model"]["ground_truth"], extra_info=item["extra_info"],
+                    **self.reward_kwargs,
+                )  # fmt: skip
+                rows.append({
+                    "uid": f"{split}/{index}", "split": split, "index": index, "sample_idx": sample_idx,
+                    "data_source": item["data_source"], "prompt": json.dumps(item["raw_prompt"]), "prompt_ids": prompt,
+                    "response": completion.text, "response_ids": response_ids, "ids_source": source,
+                    "finished": finished, **{key: float(value) for key, value in scores.items()},
+                })  # fmt: skip
+        return rows
+
+    def response_ids(self, completion: Any) -> tuple[list[int], str, bool]:
+        """(ids, ids_source, finished) of a completion: the backend's ids, else its text plus EOS, tokenised.
+
+        Without ids, a completion counts as finished unless its token count reached the budget."""
+        if completion.token_ids is not None:
+            ids = [int(i) for i in completion.token_ids]
+            return ids, "backend", bool(ids) and ids[-1] in self.eos_ids
+        ids = self.tokenizer(completion.text, add_special_tokens=False)["input_ids"]
+        finished = completion.num_tokens is None or completion.num_tokens < self.sampling.max_tokens
+        eos = [self.tokenizer.eos_token_id] if finished and self.tokenizer.eos_token_id is not None else []
+        return ids + eos, "retokenized", finished
+
+
+def _datasets(section: dict, args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, list[int]]]:
+    """The split datasets and the item range of each, checked to lie in its split (before any model loads)."""
+    # lazy: the dataset imports torch, which neither --help nor a rejected config needs
+    from rg_verl.data.dataset import ReasoningGymDataset
+
+    wanted = {"train": (args.train_start, args.train_items), "val": (0, args.val_items)}
+    wanted = {split: (start, count) for split, (start, count) in wanted.items() if count != 0}
+    if not wanted:
+        raise ConfigError("--train-items, --val-items: both are 0; ask for the items of at least one split")
+    settings = ReasoningGymConfig.from_section(section)
+    check_sources(settings, splits=tuple(wanted))
+    datasets, items = {}, {}
+    for split, (start, count) in wanted.items():
+        dependent = sorted(set(settings.mix(split)) & set(HASH_SEED_DEPENDENT))
+        if dependent and os.environ.get("PYTHONHASHSEED", "random") == "random":
+            logger.warning(
+                "PYTHONHASHSEED is not set: the items of %s follow it, and training runs with "
+                "PYTHONHASHSEED=0; set it to 0 to collect the items training sees",
+                ", ".join(dependent),
+            )
+        datasets[split] = ReasoningGymDataset(f"{SPLIT_URI}{split}", None, {"reasoning_gym": section})
+        end = len(datasets[split]) if count is None else start + count
+        if not 0 <= start < end <= len(datasets[split]):
+            raise ConfigError(
+                f"items: {split} items [{start}, {end}) do not lie in the {split} split's {len(datasets[split])} "
+                f"items; collect fewer (--{split}-items), or raise reasoning_gym.{split}_size"
+            )
+        items[split] = [start, end]
+    return datasets, items
+
+
+def _checked(config: Any, args: argparse.Namespace, build: bool) -> tuple[str, dict, dict]:
+    """The model path, the reward kwargs and the chat-template kwargs, checked (before any model loads).
+
+    ``--model-path`` replaces the config's model, so that the reward's ``tokenizer_path`` follows it as in
+    training; without it the config's tiny model is built where the config asks for one (with ``build``).
+    """
+    from omegaconf import OmegaConf, open_dict
+
+    if args.model_path:
+        with open_dict(config):
+            config.actor_rollout_ref.model.path = args.model_path
+    elif build:
+        ensure_model(config)
+    model_path = str(config.actor_rollout_ref.model.path)
+    if args.backend != "openai":
+        check_model_path("--model-path", model_path)
+    function = OmegaConf.select(config, "reward.custom_reward_function") or {}
+    if not str(function.get("path", "")).startswith("pkg://rg_verl.reward"):
+        raise ConfigError("reward.custom_reward_function: collect scores with rg_verl.reward.compute_score; use it")
+    if OmegaConf.select(config, "actor_rollout_ref.model.custom_chat_template", default=None) is not None:
+        raise ConfigError("actor_rollout_ref.model.custom_chat_template: not supported by collect; put it in the model")
+    reward_kwargs = plain(function.get("reward_kwargs")) or {}
+    reward_config(**reward_kwargs)  # checked now, not at the first completion
+    for name in ("samples", "shard_size", "max_tokens", "batch_size", "train_items", "val_items", "train_start"):
+        low = 1 if name in ("samples", "shard_size", "max_tokens", "batch_size") else 0
+        if getattr(args, name) is not None and getattr(args, name) < low:
+            raise ConfigError(f"--{name.replace('_', '-')}: {getattr(args, name)} is below {low}; give at least {low}")
+    if args.temperature < 0 or not 0 < args.top_p <= 1:
+        raise ConfigError(f"--temperature, --top-p: {args.temperature}, {args.top_p}; need >= 0 and in (0, 1]")
+    template_kwargs = plain(OmegaConf.select(config, "data.apply_chat_template_kwargs", default=None)) or {}
+    return os.path.abspath(model_path) if os.path.isdir(model_path) else model_path, reward_kwargs, template_kwargs
+
+
+def collect(config: Any, args: argparse.Namespace, *, config_ref: dict | None = None, backend: Any = None) -> Path:
+    """Collects (or, with ``args.resume``, finishes) what ``args`` (:func:`build_parser`'s options) asks for from
+    the composed training ``config``; returns the collection folder. ``config_ref`` (path, name, overrides) goes
+    to the manifest; ``backend``, a ready backend, replaces the one ``args.backend`` names."""
+    from transformers import AutoTokenizer
+
+    model_path, reward_kwargs, template_kwargs = _checked(config, args, build=backend is None)
+    section = reasoning_gym_section(config)
+    datasets, items = _datasets(section, args)
+    batch_size = args.batch_size or (8 if args.backend == "hf" else args.shard_size)
+    settings = BackendSettings(
+        backend=args.backend, model_path=model_path, batch_size=batch_size, dtype=args.dtype, device=args.device,
+        chat_template_kwargs=template_kwargs, base_url=args.base_url, api_key_env=args.api_key_env,
+        served_model_name=args.served_model_name, concurrency=args.concurrency, engine_kwargs=args.engine_kwargs,
+    )  # fmt: skip
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    versions = ["rg-verl", "verl", "reasoning-gym", "transformers", "torch"] + (["vllm"] * (args.backend == "vllm"))
+    manifest = {
+        "format": FORMAT, "model_path": model_path, "backend": args.backend, "dtype": args.dtype,
+        "sampling": {"max_tokens": args.max_tokens or int(config.data.max_response_length),
+                     "temperature": args.temperature, "top_p": args.top_p},
+        "samples_per_item": args.samples, "seed": args.seed, "shard_size": args.shard_size, "batch_size": batch_size,
+        "items": items, "config": {**(config_ref or {}), "reasoning_gym": section, "reward_kwargs": reward_kwargs,
+                                   "apply_chat_template_kwargs": template_kwargs},
+        "tokenizer_fingerprint": tokenizer_fingerprint(tokenizer),
+        "versions": {name: _version(name) for name in versions}, "python_hash_seed": os.environ.get("PYTHONHASHSEED"),
+        "created": datetime.now().isoformat(), "complete": False,
+    }  # fmt: skip
+    out = Path(args.out).expanduser().absolute()
+    manifest = open_collection(out, json.loads(json.dumps(manifest)), resume=args.resume, overwrite=args.overwrite,
+                               fixed=RESUME_FIELDS, splits=SPLITS)  # fmt: skip
+    run = _Run(manifest, settings, out, tokenizer, backend)
+    try:
+        for split, dataset in datasets.items():
+            run.collect(split, dataset)
+    finally:
+        if backend is None and run.backend is not None:
+            run.backend.close()
+    if run.done["completions"]:
+        done, seconds = run.done, max(run.done["seconds"], 1e-9)
+        logger.info("collected %d completions in %.1f s: %.2f completions/s, %.1f tokens/s", done["completions"],
+                    done["seconds"], done["completions"] / seconds, done["tokens"] / seconds)  # fmt: skip
+    counts = {split: (end - start) * args.samples for split, (start, end) in items.items()}
+    write_atomic(out / MANIFEST, json.dumps({**manifest, "complete": True, "rows": counts}, indent=2) + "\n")
+    return out
+
+
+# ---- the command line
+
+
+DESCRIPTION = (
+    "Sample K completions per training item from a model, score them with the training reward, and write "
+    "OREO's trajectory files (manifest.json, <split>/trajectories-*.parquet). The config is composed as "
+    "rg-verl train composes it."
+)
+
+
+def build_parser(prog: str = "rg-verl oreo collect") -> argparse.ArgumentParser:
+    """``rg-verl train``'s parser (``--config-path``, ``--config-name``, ``--cfg``) plus the collection's options."""
+
+    parser = train_parser(prog)
+    parser.usage = f"{prog} [--config-path DIR] [--config-name NAME] --out DIR [options] [key=value ...]"
+    parser.description, parser.epilog = DESCRIPTION, None
+    add = parser.add_argument
+    add("--out", metavar="DIR", help="the collection folder (required)")
+    add("--model-path", help="the model to sample (default: the config's actor_rollout_ref.model.path)")
+    add("--backend", choices=list(BACKENDS), default="hf", help="generation backend (default: hf)")
+    add("--samples", type=int, default=10, metavar="K", help="completions per item (default: 10)")
+    add("--train-start", type=int, default=0, metavar="I", help="first training item (default: 0)")
+    add("--train-items", type=int, metavar="N", help="training items to collect (default: the rest of the split)")
+    add("--val-items", type=int, default=0, metavar="M", help="validation items to collect (default: 0)")
+    add("--max-tokens", type=int, metavar="T", help="response budget (default: the config's data.max_response_length)")
+    add("--temperature", type=float, default=1.0, help="sampling temperature; 0 is greedy (default: 1.0)")
+    add("--top-p", type=float, default=1.0, help="nucleus sampling mass (default: 1.0)")
+    add("--seed", type=int, default=42, help="the sampling seed (default: 42)")
+    add("--batch-size", type=int, help="items per generate call (default: 8 for hf, else the shard size)")
+    add("--shard-size", type=int, default=256, help="items per shard file (default: 256)")
+    add("--dtype", default="auto", choices=("auto", "float32", "bfloat16", "float16"), help="weights dtype (hf, vllm)")
+    add("--device", default="auto", help="hf only: auto, cpu, cuda, cuda:1, ... (default: auto)")
+    add("--engine-kwargs", type=json.loads, default={}, metavar="JSON", help="kwargs of vllm.LLM / from_pretrained")
+    add("--base-url", help="openai only: the server, e.g. http://localhost:8000/v1")
+    add("--served-model-name", help="openai only: the model name the server knows (default: --model-path)")
+    add("--api-key-env", help="openai only: the environment variable that holds the API key")
+    add("--concurrency", type=int, default=8, help="openai only: requests in flight (default: 8)")
+    add("--resume", action="store_true", help="continue the collection in --out, generating only missing shards")
+    add("--overwrite", action="store_true", help="replace the collection in --out")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "rg-verl oreo collect") -> int:
+    """Runs ``rg-verl oreo collect``. Returns 0, or 1 after a one-line error; a usage error exits with 2."""
+    from hydra.errors import HydraException
+    from omegaconf import OmegaConf
+
+    parser = build_parser(prog)
+    args, overrides = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
+    unknown = [arg for arg in overrides if arg.startswith("-")]
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    if args.cfg is None and args.out is None:
+        parser.error("the following arguments are required: --out")
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        config_dir = resolve_config_dir(args.config_path)
+        config = compose(config_dir, args.config_name, overrides, hydra_config=args.cfg in ("hydra", "all"))
+        if args.cfg:  # as Hydra's --cfg: print the config instead of running
+            print(OmegaConf.to_yaml(config.hydra if args.cfg == "hydra" else config))
+            return 0
+        ref = {"path": config_dir, "name": args.config_name, "overrides": list(overrides)}
+        out = collect(config, args, config_ref=ref)
+    except (HydraException, ValueError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    manifest = json.loads((out / MANIFEST).read_text())
+    print(f"{out}: " + ", ".join(f"{n} {split} trajectories" for split, n in manifest["rows"].items()))
+    return 0

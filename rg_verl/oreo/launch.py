@@ -1,0 +1,127 @@
+"""Start an OREO run: ``train_oreo.py`` and ``rg-verl oreo train``.
+
+The config is checked first (:func:`rg_verl.oreo.config.validate`: every field, the batch split over the
+ranks, the model folders and their vocabularies, the trajectory files exist), then the device is prepared
+(on ``trainer.device=cpu``: rg-verl's CPU platform, with :data:`rg_verl.cpu.settings.OREO_CPU_SETTINGS`), and
+only then does :class:`rg_verl.oreo.trainer.OreoTrainer` read the trajectories and load the models.
+
+One process runs the whole run. Under ``torchrun`` each rank runs this same entry point; without it, the
+process is rank 0 of 1 and gets a local rendezvous address. GPU runs use verl's CUDA platform unchanged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import socket
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from rg_verl.cpu.settings import OREO_CPU_SETTINGS, apply_settings, cpu_env
+from rg_verl.grpo.launch import repo_root, resolve_config_dir
+from rg_verl.oreo.config import validate
+from rg_verl.schema import ConfigError
+
+__all__ = ["main", "main_hydra_task", "main_task", "prepare_process"]
+
+DEFAULT_CONFIG_DIR = Path("configs") / "oreo"
+DEFAULT_CONFIG_NAME = "smoke_cpu"
+
+logger = logging.getLogger(__name__)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def prepare_process(config: DictConfig) -> None:
+    """This process's distributed environment and device: torchrun's, or rank 0 of 1; the CPU platform."""
+    if "WORLD_SIZE" not in os.environ:
+        os.environ.update(
+            WORLD_SIZE="1", RANK="0", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port())
+        )
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    if config.trainer.device == "cpu":
+        apply_settings(config, OREO_CPU_SETTINGS)
+        os.environ.update(cpu_env())
+        # lazy: the CPU platform imports verl and registers itself with it; a GPU run must not import it
+        import rg_verl.cpu.platform  # noqa: F401
+
+
+def main_task(config: DictConfig) -> dict[str, float]:
+    """Checks ``config``, prepares this process, trains; returns the last step's metrics."""
+    settings = validate(config)
+    prepare_process(config)
+    # lazy: the trainer imports verl's engines, which must come after the platform is chosen
+    from rg_verl.oreo.trainer import OreoTrainer
+
+    trainer = OreoTrainer(config, settings)
+    return trainer.fit()
+
+
+def main_hydra_task(config: DictConfig) -> None:
+    """The Hydra task of ``train_oreo.py`` and ``rg-verl oreo train``: a bad config exits with one line."""
+    try:
+        main_task(config)
+    except ConfigError as error:
+        sys.exit(f"Invalid config: {error}")
+
+
+def build_parser(prog: str = "rg-verl oreo train") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        usage=f"{prog} [--config-path DIR] [--config-name NAME] [key=value ...]",
+        description="Train a policy and a value model with OREO on collected trajectories (as train_oreo.py).",
+        allow_abbrev=False,
+    )
+    parser.add_argument(
+        "--config-path", "-cp", metavar="DIR", help="folder of the config (default: the repository's configs/oreo)"
+    )
+    parser.add_argument(
+        "--config-name",
+        "-cn",
+        metavar="NAME",
+        default=DEFAULT_CONFIG_NAME,
+        help=f"config file name without .yaml (default: {DEFAULT_CONFIG_NAME})",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "rg-verl oreo train") -> int:
+    """Runs the OREO task as ``train_oreo.py`` does. Returns 0; errors exit as Hydra's do."""
+    import hydra
+
+    parser = build_parser(prog)
+    args, rest = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
+    try:
+        config_dir = (
+            str(repo_root() / DEFAULT_CONFIG_DIR) if args.config_path is None else resolve_config_dir(args.config_path)
+        )
+    except FileNotFoundError as error:
+        parser.error(str(error))
+
+    @hydra.main(config_path=None, config_name=args.config_name, version_base=None)
+    def task(config: DictConfig) -> None:
+        main_hydra_task(config)
+
+    saved = sys.argv
+    sys.argv = [
+        prog,
+        "--config-path",
+        config_dir,
+        "--config-name",
+        args.config_name,
+        *rest,
+        "hydra.job.name=train_oreo",
+    ]
+    try:
+        task()
+    finally:
+        sys.argv = saved
+    return 0

@@ -1,0 +1,155 @@
+"""train_oreo.py end to end on CPU: a resumed run lands exactly where an uninterrupted one does, two gloo
+ranks train as one, and both models convert to Hugging Face models that give the engine's numbers.
+
+Synthetic trajectories (tests/oreo_helpers.py) carry the plumbing; the learning check uses collected ones.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from rg_verl.checkpoint.cli import main as convert
+from rg_verl.grpo.reward_curve import read_metrics
+from tests.helpers import REPO
+from tests.oreo_helpers import run_train_oreo, untied_copy, write_synthetic_trajectories
+
+pytestmark = pytest.mark.slow
+
+# the metrics that must agree between runs that should be the same run
+COMPARED = ("oreo/value_loss", "oreo/policy_loss", "oreo/kl", "actor/grad_norm", "critic/grad_norm")
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    from rg_verl.tiny_model import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("oreo_e2e") / "tiny")
+
+
+@pytest.fixture(scope="module")
+def trajectories(model, tmp_path_factory):
+    return write_synthetic_trajectories(model, tmp_path_factory.mktemp("trajectories"), n_train=32, n_val=8)
+
+
+def train(workdir, model, trajectories, *overrides, ranks=1):
+    metrics = workdir / "metrics.jsonl"
+    run_train_oreo(
+        workdir,
+        f"actor.model.path={model}",
+        f"data.train_files=[{trajectories / 'train'}]",
+        f"data.val_files=[{trajectories / 'val'}]",
+        f"trainer.default_local_dir={workdir / 'out'}",
+        "trainer.logger=[console,file]",
+        "data.train_batch_size=8",
+        "data.micro_batch_size_per_gpu=2",
+        *overrides,
+        env={"VERL_FILE_LOGGER_PATH": str(metrics)},
+        ranks=ranks,
+    )
+    return read_metrics(metrics)
+
+
+def shards(folder):
+    """The full weights of a checkpoint folder, every rank's shards assembled (by the project's converter)."""
+    from safetensors.torch import load_file
+
+    out = folder.parent / f"{folder.name}_hf"
+    assert convert([str(folder), str(out)]) == 0
+    return {name: t for path in sorted(out.glob("*.safetensors")) for name, t in load_file(path).items()}
+
+
+def assert_same_metrics(a, b, steps, tol):
+    for step in steps:
+        for key in COMPARED:
+            got, want = a[step][key], b[step][key]
+            assert got == pytest.approx(want, rel=tol, abs=tol), (step, key, got, want)
+
+
+def test_resume_continues_exactly(tmp_path, model, trajectories):
+    straight = tmp_path / "straight"
+    straight.mkdir()
+    whole = train(straight, model, trajectories, "trainer.total_training_steps=4", "trainer.save_freq=2")
+    assert sorted(whole) == [0, 1, 2, 3, 4]
+
+    resumed = tmp_path / "resumed"
+    shutil.copytree(straight / "out", resumed / "out")
+    shutil.rmtree(resumed / "out" / "global_step_4")
+    (resumed / "out" / "latest_checkpointed_iteration.txt").write_text("2\n")
+    again = train(resumed, model, trajectories, "trainer.total_training_steps=4", "trainer.save_freq=2")
+    assert min(again) == 3  # no step before the checkpoint ran again
+    assert_same_metrics(whole, again, [3, 4], tol=1e-6)
+    for role in ("actor", "critic"):
+        a, b = shards(straight / "out/global_step_4" / role), shards(resumed / "out/global_step_4" / role)
+        assert a.keys() == b.keys()
+        for name in a:
+            torch.testing.assert_close(a[name], b[name], rtol=0, atol=1e-7, msg=f"{role} {name}")
+
+
+def test_two_gloo_ranks_train_as_one(tmp_path, model, trajectories):
+    model = untied_copy(model, tmp_path / "untied")
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir(), two.mkdir()
+    single = train(one, model, trajectories, "trainer.total_training_steps=2")
+    double = train(two, model, trajectories, "trainer.total_training_steps=2", ranks=2)
+    assert_same_metrics(single, double, [1, 2], tol=1e-5)
+    assert double[2]["train/reward_mean"] == single[2]["train/reward_mean"]
+    assert double[2]["val/value_auc_last"] == pytest.approx(single[2]["val/value_auc_last"], abs=1e-6)
+    for role in ("actor", "critic"):
+        a, b = shards(one / "out/global_step_2" / role), shards(two / "out/global_step_2" / role)
+        for name in a:
+            torch.testing.assert_close(a[name], b[name], rtol=1e-4, atol=1e-6, msg=f"{role} {name}")
+
+
+def test_tied_embeddings_on_two_cpu_ranks_are_refused_before_training(tmp_path, model, trajectories):
+    proc = run_train_oreo(
+        tmp_path,
+        f"actor.model.path={model}",
+        f"data.train_files=[{trajectories / 'train'}]",
+        f"trainer.default_local_dir={tmp_path / 'out'}",
+        "data.train_batch_size=8",
+        "data.micro_batch_size_per_gpu=2",
+        ranks=2,
+        check=False,
+    )
+    assert proc.returncode != 0
+    assert "tie_word_embeddings" in proc.stderr + proc.stdout
+    assert not (tmp_path / "out" / "value_init").exists()  # refused before any model was touched
+
+
+def test_both_models_convert_and_give_the_engines_numbers(tmp_path, model, trajectories):
+    """The converted critic is an AutoModelForTokenClassification whose values give the logged validation mean."""
+    from transformers import AutoModelForCausalLM, AutoModelForTokenClassification
+
+    from rg_verl.oreo.trajectories import load_trajectories
+
+    metrics = train(tmp_path, model, trajectories, "trainer.total_training_steps=2")
+    step = tmp_path / "out" / "global_step_2"
+    for role in ("actor", "critic"):
+        proc = subprocess.run(
+            [
+                sys.executable,
+                str(REPO / "utils/load_fsdp_to_hf.py"),
+                str(step / role),
+                str(tmp_path / f"{role}_hf"),
+                "--verify",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    AutoModelForCausalLM.from_pretrained(tmp_path / "actor_hf")
+    critic = AutoModelForTokenClassification.from_pretrained(tmp_path / "critic_hf").eval()
+    assert critic.config.num_labels == 1
+    last = []
+    for t in load_trajectories(trajectories / "val"):
+        ids = torch.tensor([list(t.prompt_ids) + list(t.response_ids)])
+        with torch.no_grad():
+            values = critic(ids).logits[0, :, 0]
+        last.append(values[len(t.prompt_ids) + len(t.response_ids) - 2].item())  # V(s_{T-1}), before the last token
+    assert sum(last) / len(last) == pytest.approx(metrics[2]["val/value_last_mean"], abs=1e-5)

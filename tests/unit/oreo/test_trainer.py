@@ -1,0 +1,68 @@
+"""The OREO trainer on verl's engines: what the losses read is what the equations need, at the right positions."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from rg_verl.oreo.trainer import summarise
+from tests.helpers import REPO
+from tests.oreo_helpers import write_synthetic_trajectories
+
+
+@pytest.mark.slow
+def test_losses_read_log_probs_and_values_at_the_state_before_each_response_token(tiny_model, tmp_path):
+    """OREO's own beam scorer reads the value one position off; here every read is checked against transformers."""
+    trajectories = write_synthetic_trajectories(tiny_model, tmp_path / "trajectories")
+    result = tmp_path / "result.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tests.oreo_probe",
+            str(tiny_model),
+            str(trajectories),
+            str(tmp_path / "out"),
+            str(result),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    diffs = json.loads(result.read_text())
+    assert diffs["actor_vs_hf"] < 1e-4, diffs
+    assert diffs["critic_vs_hf"] < 1e-4, diffs
+    assert diffs["reads"] == 4 and diffs["loss_reads_vs_infer"] < 1e-5, diffs
+
+
+def test_summarise_reduces_verl_metrics():
+    from verl.utils.metric import AggregationType, Metric
+
+    summed = Metric(AggregationType.SUM)
+    summed.extend([0.25, 0.5])
+    means = [Metric(AggregationType.MEAN), Metric(AggregationType.MEAN)]
+    means[0].extend([1.0, 3.0])
+    means[1].extend([3.0, 5.0])
+    metrics = {
+        "oreo/value_loss": summed,
+        "oreo/value_max": [1.0, 3.0, 2.0],
+        "oreo/value_min": [1.0, -3.0],
+        "grad_norm": 2.0,
+        "loss": [1.0, 2.0],
+        "dp": means,
+    }
+    assert summarise(metrics) == {
+        "oreo/value_loss": 0.75,
+        "oreo/value_max": 3.0,
+        "oreo/value_min": -3.0,
+        "grad_norm": 2.0,
+        "loss": 1.5,
+        "dp": 3.0,
+    }
