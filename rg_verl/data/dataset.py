@@ -212,6 +212,7 @@ class ReasoningGymDataset(Dataset):
         self._candidates: dict[str, Candidates] = {}  # a generator's candidate sets at its current level
         self.probes: dict[str, dict | None] = {}  # a generator's item 0: the question a failed search repeats
         self._searches: dict[str, SearchCache | None] = {}  # a held-out generator's stored searches
+        self._failed: set[str] = set()  # generators that failed on a candidate (warned once each)
         for name in self.mix:
             self._build(name)
         self._set_weights(self.state.weights)
@@ -294,19 +295,37 @@ class ReasoningGymDataset(Dataset):
             attempt, digest = known
             if attempt == NOT_FOUND:
                 return None
-            entry = self._candidates[name].item(attempt, index)
-            if question_hash(entry["question"]) == digest and self.belongs(entry["question"]):
+            entry = self._candidate(name, attempt, index)
+            if entry is not None and question_hash(entry["question"]) == digest and self.belongs(entry["question"]):
                 return entry
             cache.forget(index)  # the generator changed under the stored search: search again
         for attempt in range(MAX_ATTEMPTS[self.split]):
-            entry = self._candidates[name].item(attempt, index)
-            if self.belongs(entry["question"]):
+            entry = self._candidate(name, attempt, index)
+            if entry is not None and self.belongs(entry["question"]):
                 if cache is not None:
                     cache.record(index, attempt, question_hash(entry["question"]))
                 return entry
         if cache is not None:
             cache.record(index, NOT_FOUND, None)
         return None
+
+    def _candidate(self, name: str, attempt: int, index: int) -> dict | None:
+        """Candidate ``attempt`` of item ``index``, or None when the generator fails on it.
+
+        A few reasoning-gym generators raise on rare seeds (``maze``: "Could not find suitable path cell after
+        1000 attempts"). Generation is a pure function of the seed, so such a candidate always fails: it is
+        passed over like a candidate of another split, and the search goes on to the next one.
+        """
+        try:
+            return self._candidates[name].item(attempt, index)
+        except Exception as error:  # noqa: BLE001 - any generator bug; reported once per dataset
+            if name not in self._failed:
+                self._failed.add(name)
+                logger.warning(
+                    "reasoning_gym: %s failed to generate candidate %d of %s item %d (%s: %s); such candidates "
+                    "are passed over", name, attempt, self.split, index, type(error).__name__, error,
+                )
+            return None
 
     def belongs(self, question: str) -> bool:
         """Whether a candidate's question can be an item of this split: it lies in the split's share, and the

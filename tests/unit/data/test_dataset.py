@@ -658,3 +658,29 @@ def test_adaptive_weights_that_zero_every_reachable_dataset_fall_back_to_the_con
     ds.update({"chain_sum": [1.0] * 8})  # all solved: adaptive weight 0 for the only reachable dataset
     assert {ds.pick(i) for i in range(50)} == {"chain_sum"} and ds.weights["chain_sum"] == 2
     assert ds[5]["extra_info"]["dataset"] == "chain_sum"
+
+
+def test_a_candidate_the_generator_fails_on_is_passed_over(monkeypatch, caplog):
+    """A generator that raises on a rare seed (reasoning-gym's maze does) must not stop a run: the search
+    takes the next candidate of the split, the same one every time, and says so once."""
+    reference = make({"spell_backward": {"weight": 1.0}}, train_size=8)
+    expected = [questions(reference, [i])[0] for i in range(8)]
+    real_item = candidates_module.Candidates.item
+    failing = {(attempt, 3) for attempt in range(4)}  # item 3's first four candidates fail
+
+    def flaky(self, attempt, index):
+        if (attempt, index) in failing:
+            raise RuntimeError("Could not find suitable path cell after 1000 attempts")
+        return real_item(self, attempt, index)
+
+    monkeypatch.setattr(candidates_module.Candidates, "item", flaky)
+    with caplog.at_level(logging.WARNING, logger=dataset_module.__name__):
+        ds = make({"spell_backward": {"weight": 1.0}}, train_size=8)
+        got = [questions(ds, [i])[0] for i in range(8)]
+        again = [questions(ds, [i])[0] for i in range(8)]
+    assert got == again  # deterministic
+    assert [q for i, q in enumerate(got) if i != 3] == [q for i, q in enumerate(expected) if i != 3]
+    assert got[3] != expected[3]  # item 3 comes from a later candidate (the fifth or after)
+    assert split_of(got[3]) == "train"
+    warnings = [r for r in caplog.records if "failed to generate" in r.getMessage()]
+    assert len(warnings) == 1 and "spell_backward" in warnings[0].getMessage()
