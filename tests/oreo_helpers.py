@@ -15,7 +15,10 @@ from pathlib import Path
 
 from tests.helpers import REPO
 
-__all__ = ["run_train_oreo", "untied_copy", "write_synthetic_trajectories"]
+__all__ = [
+    "CONDITIONS", "collect", "learning_run", "mean_score", "run_train_oreo", "untied_copy",
+    "write_synthetic_trajectories",
+]  # fmt: skip
 
 TRAIN_TIMEOUT_S = 900
 
@@ -102,3 +105,71 @@ def run_train_oreo(
     if check:
         assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     return proc
+
+
+# ---- the learning check (tests/e2e/test_oreo_learning.py) and its calibration (tests/oreo_calibrate.py)
+
+# the three runs of one learning check: the real reward, and two negative controls made in the config only
+CONDITIONS = {
+    "oreo": [],
+    "permuted": ["oreo.reward.permute_seed=0"],  # rewards shuffled across trajectories: nothing to learn
+    "flipped": ["oreo.reward.mul=-1", "oreo.reward.add=1"],  # R = 1 - score: the policy is paid to lose the format
+}
+LEARN_ITEMS, LEARN_VAL_ITEMS, LEARN_SAMPLES = 64, 32, 8
+
+
+def collect(workdir: Path, out: Path, model: Path, *args: str) -> Path:
+    """``utils/collect_trajectories.py`` on the learn config; returns ``out``. The config's warm-started tiny
+    model is built at ``model`` when missing (``--model-path`` in ``args`` samples another model)."""
+    cmd = [
+        sys.executable, str(REPO / "utils" / "collect_trajectories.py"), "--config-path", str(REPO / "configs/smoke"),
+        "--config-name", "learn", "--out", str(out), "--samples", str(LEARN_SAMPLES),
+        f"reasoning_gym.val_size={LEARN_VAL_ITEMS}", *args,
+    ]  # fmt: skip
+    environ = {**os.environ, "OMP_NUM_THREADS": "1", "RG_VERL_LEARN_MODEL": str(model)}
+    proc = subprocess.run(cmd, cwd=workdir, env=environ, capture_output=True, text=True, timeout=TRAIN_TIMEOUT_S)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    return out
+
+
+def mean_score(folder: Path) -> float:
+    """The mean reward (``score``) of the trajectories under ``folder``."""
+    from rg_verl.oreo.trajectories import load_trajectories
+
+    rows = load_trajectories(folder, reward_key="score")
+    return sum(t.reward for t in rows) / len(rows)
+
+
+def learning_run(workdir: Path, model: Path, trajectories: Path, condition: str, seed: int) -> dict[str, float]:
+    """Train ``configs/oreo/learn_cpu.yaml`` on ``trajectories`` under ``condition``, convert the actor, sample
+    the held-out items again with it (the collection's own seeds) and measure.
+
+    Returns the last validation's value AUCs and the policy's held-out mean reward before and after.
+    """
+    from rg_verl.checkpoint.cli import main as convert
+    from rg_verl.grpo.reward_curve import read_metrics
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    metrics_file = workdir / "metrics.jsonl"
+    run_train_oreo(
+        workdir, "--config-name", "learn_cpu",
+        f"data.train_files=[{trajectories / 'train'}]", f"data.val_files=[{trajectories / 'val'}]",
+        f"trainer.default_local_dir={workdir / 'out'}", "trainer.logger=[console,file]",
+        f"trainer.seed={seed}", f"data.seed={seed}", *CONDITIONS[condition],
+        env={"RG_VERL_LEARN_MODEL": str(model), "VERL_FILE_LOGGER_PATH": str(metrics_file)},
+    )  # fmt: skip
+    metrics = read_metrics(metrics_file)
+    last = metrics[max(metrics)]
+    steps = sorted(int(p.name.split("_")[-1]) for p in (workdir / "out").glob("global_step_*"))
+    actor = workdir / "actor_hf"
+    assert convert([str(workdir / "out" / f"global_step_{steps[-1]}" / "actor"), str(actor)]) == 0
+    after = collect(workdir, workdir / "after", model, "--model-path", str(actor), "--train-items", "0",
+                    "--val-items", str(LEARN_VAL_ITEMS), "--seed", str(seed))  # fmt: skip
+    return {
+        "auc_last": last["val/value_auc_last"],
+        "auc_second": last["val/value_auc_second"],
+        "value_gap": last["val/value_gap_last"],
+        "value_loss_first": metrics[1]["oreo/value_loss"],
+        "reward_before": mean_score(trajectories / "val"),
+        "reward_after": mean_score(after / "val"),
+    }

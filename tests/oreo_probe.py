@@ -7,15 +7,16 @@ start, so values are not all zero), then measures, as the largest absolute diffe
 - ``actor_vs_hf``: the actor engine's log π(a_t | s_t) against a direct forward of the same weights with
   transformers, read at position (prompt length − 1 + t);
 - ``critic_vs_hf``: the critic engine's V(s_t) against ``AutoModelForTokenClassification`` at the same positions;
-- ``loss_reads_vs_infer``: inside a training step (two micro-batches per model), what the policy and value
-  losses read from the model output
-  against the no-grad outputs of the same weights just before it.
+- ``loss_reads_vs_infer``: inside a training step, what the value loss reads from the critic's output (two
+  micro-batches) and the log-probs the actor's update kept from its own forward, against the no-grad outputs
+  of the same weights just before the step.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -67,24 +68,29 @@ def main(model: str, trajectories: str, out: str, result: str) -> None:
         actor_diff = max(actor_diff, (expected - lp).abs().max().item())
         critic_diff = max(critic_diff, (scores[positions] - v).abs().max().item())
 
+    # the first step's batch (no shuffling): its rows' no-grad outputs before any update
+    batch = trainer.plan.step(0)[1]
+    step_items, step_starts = [trainer.train[i] for i in batch], [trainer.train_starts[i] for i in batch]
+    before_lp = trainer._infer(trainer.actor, "log_probs", step_items, step_starts)
     read = []
 
     def recording(loss_fn):
-        def record(config, model_output, data, dp_group=None):
-            key, old = ("log_probs", "old_log_probs") if "log_probs" in model_output else ("values", "values")
-            now = no_padding_2_padding(model_output[key], data).detach()
-            before = data.select(old).to_padded_tensor()[old]
-            mask = data.select("response_mask").to_padded_tensor()["response_mask"].bool()
-            read.append((now - before)[mask].abs().max().item())
-            return loss_fn(config, model_output=model_output, data=data, dp_group=dp_group)
+        def record(model_output, data, dp_group=None):
+            if "values" in model_output:  # the critic reads V(s_t) where its no-grad pass put it
+                now = no_padding_2_padding(model_output["values"], data).detach()
+                before = data.select("values").to_padded_tensor()["values"]
+                mask = data.select("response_mask").to_padded_tensor()["response_mask"].bool()
+                read.append((now - before)[mask].abs().max().item())
+            return loss_fn(model_output=model_output, data=data, dp_group=dp_group)
 
         return record
 
-    from functools import partial
-
-    trainer.actor.set_loss_fn(partial(recording(losses.oreo_policy_loss), trainer.loss_config))
-    trainer.critic.set_loss_fn(partial(recording(losses.oreo_value_loss), trainer.loss_config))
+    trainer.actor_loss.loss_fn = recording(partial(losses.oreo_policy_loss, trainer.loss_config))
+    trainer.critic.set_loss_fn(recording(partial(losses.oreo_value_loss, trainer.loss_config)))
     trainer.step(trainer._reference())
+    # the actor's update kept the log-probs of its own forward: the pre-update ones the value loss reads
+    kept = trainer.actor_loss.log_probs([t.response_ids for t in step_items])
+    read.append(max((a - b).abs().max().item() for a, b in zip(kept, before_lp, strict=True)))
     Path(result).write_text(
         json.dumps(
             {

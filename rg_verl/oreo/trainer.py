@@ -36,6 +36,7 @@ from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path, get_
 from verl.utils.metric import Metric
 from verl.utils.tracking import Tracking
 from verl.workers.engine_workers import TrainingWorker, TrainingWorkerConfig
+from verl.workers.utils.padding import no_padding_2_padding
 
 from rg_verl.atomic import write_atomic
 from rg_verl.oreo import checkpoints
@@ -71,6 +72,36 @@ def summarise(metrics: dict[str, Any]) -> dict[str, float]:
     return out
 
 
+class RecordingLoss:
+    """A loss callable that also keeps, detached, the response log-probs its training forward computed.
+
+    The actor's update is a forward and a backward per micro-batch; the log-probs of that forward are the
+    pre-update ones the value loss needs (``old_log_probs``), so keeping them saves a separate no-grad pass.
+    Micro-batches come in batch order (fixed micro-batch size, no dynamic batching); :meth:`log_probs` checks
+    the kept rows against the batch's responses.
+    """
+
+    def __init__(self, loss_fn):
+        self.loss_fn = loss_fn
+        self.records: list[tuple[torch.Tensor, torch.Tensor, list[int]]] = []
+
+    def __call__(self, model_output, data, dp_group=None):
+        padded = no_padding_2_padding(model_output["log_probs"], data).detach().float().cpu()
+        responses = data["responses"]
+        self.records.append((padded, responses.values().cpu(), responses.offsets().diff().tolist()))
+        return self.loss_fn(model_output=model_output, data=data, dp_group=dp_group)
+
+    def log_probs(self, responses: list[tuple[int, ...]]) -> list[torch.Tensor]:
+        """The kept log-probs, one tensor per row of the last update's batch (whose responses are ``responses``)."""
+        kept, rows = [], []
+        for padded, values, lengths in self.records:
+            kept += [padded[b, :n] for b, n in enumerate(lengths)]
+            rows += [tuple(part.tolist()) for part in values.split(lengths)]
+        if rows != [tuple(r) for r in responses]:
+            raise RuntimeError("the actor's micro-batches came back in another order than the batch's rows")
+        return kept
+
+
 class OreoTrainer:
     """An OREO run of one composed config (checked by :func:`rg_verl.oreo.config.validate` first)."""
 
@@ -81,8 +112,9 @@ class OreoTrainer:
         self.rank, self.ranks = int(os.environ.get("RANK", "0")), world_size()
         self.out = Path(settings.trainer.default_local_dir)
         self.tokenizer = AutoTokenizer.from_pretrained(config.actor.model.path)
-        self.train = self._load(settings.data.train_files, permute=True)
-        self.val = self._load(settings.data.val_files, permute=False) if settings.data.val_files else []
+        self.train = self._load(settings.data.train_files, validation=False)
+        # held-out trajectories keep the reward as collected: the value model is judged against the true outcome
+        self.val = self._load(settings.data.val_files, validation=True) if settings.data.val_files else []
         delimiters = list(settings.oreo.step_delimiters) if settings.oreo.variant == "step" else None
         self.train_starts = [step_starts(t.response_ids, self.tokenizer, delimiters) for t in self.train]
         self.val_starts = [step_starts(t.response_ids, self.tokenizer, None) for t in self.val]
@@ -97,7 +129,8 @@ class OreoTrainer:
             kl_type=settings.oreo.kl_type,
         )
         self.actor = self._worker("actor", "language_model", config.actor.model.path)
-        self.actor.set_loss_fn(partial(oreo_policy_loss, self.loss_config))
+        self.actor_loss = RecordingLoss(partial(oreo_policy_loss, self.loss_config))
+        self.actor.set_loss_fn(self.actor_loss)
         critic_path = self._critic_start(config.critic.model.path)
         self.critic = self._worker("critic", "value_model", critic_path)
         self.critic.set_loss_fn(partial(oreo_value_loss, self.loss_config))
@@ -105,17 +138,17 @@ class OreoTrainer:
 
     # ---- setup
 
-    def _load(self, files: list[str], permute: bool) -> list[Trajectory]:
+    def _load(self, files: list[str], validation: bool) -> list[Trajectory]:
         reward, oreo = self.settings.oreo.reward, self.settings.oreo
         return load_trajectories(
             files,
             reward_key=reward.key,
-            reward_mul=reward.mul,
-            reward_add=reward.add,
-            balance=oreo.balance,
+            reward_mul=1.0 if validation else reward.mul,
+            reward_add=0.0 if validation else reward.add,
+            balance=None if validation else oreo.balance,
             max_length=self.settings.data.max_length,
             tokenizer=self.tokenizer,
-            permute_seed=reward.permute_seed if permute else None,
+            permute_seed=None if validation else reward.permute_seed,
         )
 
     def _critic_start(self, source: str) -> str:
@@ -206,37 +239,55 @@ class OreoTrainer:
         return log_probs
 
     def step(self, reference: list[torch.Tensor]) -> dict[str, float]:
-        """One OREO update of both models on the batch of ``self.global_step``; returns its metrics."""
+        """One OREO update of both models on the batch of ``self.global_step``; returns its metrics.
+
+        Three passes, each model's update reading the other's quantities from before either update, as in
+        OREO's trainer: the critic's no-grad values; the actor's update (policy loss, Eq. 9), whose forward
+        also gives the pre-update log-probs; the critic's update (value loss, Eq. 8) on those log-probs. A
+        separate no-grad pass of the actor is not needed.
+        """
         epoch, indices = self.plan.step(self.global_step)
         items = [self.train[i] for i in indices]
         starts = [self.train_starts[i] for i in indices]
-        old_log_probs = self._infer(self.actor, "log_probs", items, starts)
-        values = self._infer(self.critic, "values", items, starts)
-        extra = {"ref_log_prob": [reference[i] for i in indices], "old_log_probs": old_log_probs, "values": values}
+        extra = {
+            "ref_log_prob": [reference[i] for i in indices],
+            "values": self._infer(self.critic, "values", items, starts),
+        }
         metrics = {"train/epoch": float(epoch)}
-        for name, worker in (("critic", self.critic), ("actor", self.actor)):
-            batch = self._batch(items, starts, extra, global_batch=self.settings.data.train_batch_size)
-            tu.assign_non_tensor(batch, update_lr_scheduler=True)
-            output = worker.train_batch(batch)
-            if output is not None:
-                for metric, value in summarise(output["metrics"]).items():
-                    metrics[metric if metric.startswith("oreo/") else f"{name}/{metric}"] = value
+        self.actor_loss.records.clear()
+        metrics.update(self._train("actor", self.actor, items, starts, extra))
+        extra["old_log_probs"] = self.actor_loss.log_probs([t.response_ids for t in items])
+        metrics.update(self._train("critic", self.critic, items, starts, extra))
         rewards = [self.train[i].reward for i in self.plan.batch(self.global_step)[1]]  # every rank's
         metrics["train/reward_mean"] = sum(rewards) / len(rewards)
         return metrics
 
+    def _train(self, name: str, worker: TrainingWorker, items, starts, extra) -> dict[str, float]:
+        batch = self._batch(items, starts, extra, global_batch=self.settings.data.train_batch_size)
+        tu.assign_non_tensor(batch, update_lr_scheduler=True)
+        output = worker.train_batch(batch)
+        if output is None:
+            return {}
+        return {k if k.startswith("oreo/") else f"{name}/{k}": v for k, v in summarise(output["metrics"]).items()}
+
     def validate(self) -> dict[str, float]:
-        """The value model on the held-out trajectories: AUC at predicting success, at s_0, s_1 and the last state."""
+        """The value model on the held-out trajectories: its AUC at predicting success (a reward above 0, as
+        collected), at s_0 (the prompt), s_1 (after the first response token) and the last state (before the
+        final token)."""
         if not self.val:
             return {}
         values = self._infer_all(self.critic, "values", self.val, self.val_starts)
-        labels = [t.accuracy >= 1.0 for t in self.val]
+        labels = [t.reward > 0 for t in self.val]
         metrics = {}
         for name, pick in (("first", 0), ("second", 1), ("last", -1)):
             scores = [float(v[min(pick, len(v) - 1)]) if pick >= 0 else float(v[-1]) for v in values]
             metrics[f"val/value_auc_{name}"] = roc_auc(scores, labels)
         last = [float(v[-1]) for v in values]
+        right = [v for v, label in zip(last, labels, strict=True) if label]
+        wrong = [v for v, label in zip(last, labels, strict=True) if not label]
         metrics["val/value_last_mean"] = sum(last) / len(last)
+        if right and wrong:  # the separation in reward units (the AUC only ranks)
+            metrics["val/value_gap_last"] = sum(right) / len(right) - sum(wrong) / len(wrong)
         metrics["val/success_rate"] = sum(labels) / len(labels)
         return metrics
 
