@@ -220,9 +220,10 @@ def validate(config: DictConfig, ranks: int | None = None) -> OreoSettings:
     _check_verl_sections(config)
     _check_batch(settings.data, world_size() if ranks is None else ranks)
     _check_models(config, world_size() if ranks is None else ranks)
-    for i, path in enumerate(settings.data.train_files):
-        if not os.path.exists(path):
-            raise ConfigError(f"data.train_files[{i}]: {path} does not exist; run rg-verl oreo collect first")
+    for field in ("train_files", "val_files"):
+        for i, path in enumerate(getattr(settings.data, field)):
+            if not os.path.exists(path):
+                raise ConfigError(f"data.{field}[{i}]: {path} does not exist; run rg-verl oreo collect first")
     return settings
 
 

@@ -153,3 +153,49 @@ def test_both_models_convert_and_give_the_engines_numbers(tmp_path, model, traje
             values = critic(ids).logits[0, :, 0]
         last.append(values[len(t.prompt_ids) + len(t.response_ids) - 2].item())  # V(s_{T-1}), before the last token
     assert sum(last) / len(last) == pytest.approx(metrics[2]["val/value_last_mean"], abs=1e-5)
+
+
+def test_the_readme_smoke_commands_collect_train_convert_and_resume(tmp_path, model):
+    """configs/oreo/smoke_cpu.yaml as the README runs it: collect, train two steps, convert both models; a
+    second run with one more step resumes at step 3."""
+    from tests.oreo_helpers import collect
+
+    env = {"RG_VERL_OUTPUT": str(tmp_path / "outputs"), "RG_VERL_LEARN_MODEL": str(tmp_path / "warm")}
+    trajectories = tmp_path / "outputs" / "oreo_smoke" / "trajectories"
+    collect(tmp_path, trajectories, tmp_path / "warm", "--train-items", "8", "--val-items", "4", "--samples", "4")
+    metrics = tmp_path / "metrics.jsonl"
+    run_train_oreo(tmp_path, "trainer.logger=[console,file]", env={**env, "VERL_FILE_LOGGER_PATH": str(metrics)})
+    assert sorted(read_metrics(metrics)) == [0, 1, 2]
+    step = tmp_path / "outputs" / "oreo_smoke" / "global_step_2"
+    for role in ("actor", "critic"):
+        assert convert([str(step / role), str(tmp_path / f"{role}_hf"), "--verify"]) == 0
+    again = tmp_path / "again.jsonl"
+    run_train_oreo(tmp_path, "trainer.logger=[console,file]", "trainer.total_training_steps=3",
+                   env={**env, "VERL_FILE_LOGGER_PATH": str(again)})  # fmt: skip
+    assert sorted(read_metrics(again)) == [3]  # resumed: no validation before training, no step before 3
+    assert (step.parent / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
+
+
+def test_a_corrupt_trajectory_file_is_refused_before_any_model_loads(tmp_path, model, trajectories):
+    broken = tmp_path / "broken" / "train"
+    broken.mkdir(parents=True)
+    (broken / "trajectories-00000.parquet").write_bytes(b"PAR1 not really a parquet file")
+    proc = run_train_oreo(
+        tmp_path, f"actor.model.path={model}", f"data.train_files=[{broken}]",
+        f"trainer.default_local_dir={tmp_path / 'out'}", check=False,
+    )  # fmt: skip
+    assert proc.returncode != 0
+    assert "trajectories-00000.parquet" in proc.stderr and "Invalid config" in proc.stderr, proc.stderr[-2000:]
+    assert not (tmp_path / "out" / "value_init").exists()
+
+
+def test_a_corrupt_checkpoint_is_named_on_resume(tmp_path, model, trajectories):
+    train(tmp_path, model, trajectories, "trainer.total_training_steps=1")
+    (tmp_path / "out" / "global_step_1" / "trainer_state.json").write_text("{not json")
+    proc = run_train_oreo(
+        tmp_path, f"actor.model.path={model}", f"data.train_files=[{trajectories / 'train'}]",
+        f"trainer.default_local_dir={tmp_path / 'out'}", "data.train_batch_size=8", "data.micro_batch_size_per_gpu=2",
+        "data.val_files=[]", "trainer.total_training_steps=2", check=False,
+    )  # fmt: skip
+    assert proc.returncode != 0
+    assert "trainer_state.json" in proc.stderr and "corrupt" in proc.stderr, proc.stderr[-2000:]
