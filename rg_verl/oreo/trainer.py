@@ -43,7 +43,7 @@ from rg_verl.oreo import checkpoints
 from rg_verl.oreo.batches import BatchPlan, chunks, engine_batch, step_starts, unbind_responses
 from rg_verl.oreo.config import OreoSettings, verl_sections, world_size
 from rg_verl.oreo.losses import OreoLossConfig, oreo_policy_loss, oreo_value_loss
-from rg_verl.oreo.metrics import roc_auc
+from rg_verl.oreo.metrics import per_group_means, roc_auc
 from rg_verl.oreo.trajectories import Trajectory, load_trajectories
 from rg_verl.oreo.value_init import prepare_value_model
 
@@ -258,8 +258,10 @@ class OreoTrainer:
         metrics.update(self._train("actor", self.actor, items, starts, extra))
         extra["old_log_probs"] = self.actor_loss.log_probs([t.response_ids for t in items])
         metrics.update(self._train("critic", self.critic, items, starts, extra))
-        rewards = [self.train[i].reward for i in self.plan.batch(self.global_step)[1]]  # every rank's
-        metrics["train/reward_mean"] = sum(rewards) / len(rewards)
+        batch = [self.train[i] for i in self.plan.batch(self.global_step)[1]]  # every rank's
+        metrics["train/reward_mean"] = sum(t.reward for t in batch) / len(batch)
+        for source, mean in per_group_means([t.reward for t in batch], [t.data_source for t in batch]).items():
+            metrics[f"train/{source}/reward_mean"] = mean
         return metrics
 
     def _train(self, name: str, worker: TrainingWorker, items, starts, extra) -> dict[str, float]:
@@ -289,6 +291,8 @@ class OreoTrainer:
         if right and wrong:  # the separation in reward units (the AUC only ranks)
             metrics["val/value_gap_last"] = sum(right) / len(right) - sum(wrong) / len(wrong)
         metrics["val/success_rate"] = sum(labels) / len(labels)
+        for source, mean in per_group_means(last, [t.data_source for t in self.val]).items():
+            metrics[f"val/{source}/value_last_mean"] = mean
         return metrics
 
     # ---- the loop

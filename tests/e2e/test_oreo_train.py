@@ -199,3 +199,12 @@ def test_a_corrupt_checkpoint_is_named_on_resume(tmp_path, model, trajectories):
     )  # fmt: skip
     assert proc.returncode != 0
     assert "trainer_state.json" in proc.stderr and "corrupt" in proc.stderr, proc.stderr[-2000:]
+
+
+@pytest.mark.parametrize("variant", ["step", "response"])
+def test_the_step_and_response_variants_train(tmp_path, model, trajectories, variant):
+    metrics = train(tmp_path, model, trajectories, "trainer.total_training_steps=2", f"oreo.variant={variant}",
+                    "oreo.step_delimiters=[' ', '\\n']")  # fmt: skip
+    assert metrics[1]["oreo/policy_loss"] == pytest.approx(metrics[1]["train/reward_mean"], abs=1e-6)  # V = 0, ρ = 0
+    assert metrics[2]["oreo/kl"] > 0  # the actor moved
+    assert (tmp_path / "out" / "global_step_2" / "actor").is_dir()
