@@ -70,10 +70,15 @@ def assert_same_metrics(a, b, steps, tol):
             assert got == pytest.approx(want, rel=tol, abs=tol), (step, key, got, want)
 
 
-def test_resume_continues_exactly(tmp_path, model, trajectories):
-    straight = tmp_path / "straight"
-    straight.mkdir()
-    whole = train(straight, model, trajectories, "trainer.total_training_steps=4", "trainer.save_freq=2")
+@pytest.fixture(scope="module")
+def straight(model, trajectories, tmp_path_factory):
+    """One run of 4 steps saved at steps 2 and 4, shared by the tests that only read it: (folder, metrics)."""
+    folder = tmp_path_factory.mktemp("straight")
+    return folder, train(folder, model, trajectories, "trainer.total_training_steps=4", "trainer.save_freq=2")
+
+
+def test_resume_continues_exactly(tmp_path, model, trajectories, straight):
+    straight, whole = straight
     assert sorted(whole) == [0, 1, 2, 3, 4]
 
     resumed = tmp_path / "resumed"
@@ -121,14 +126,14 @@ def test_tied_embeddings_on_two_cpu_ranks_are_refused_before_training(tmp_path, 
     assert not (tmp_path / "out" / "value_init").exists()  # refused before any model was touched
 
 
-def test_both_models_convert_and_give_the_engines_numbers(tmp_path, model, trajectories):
+def test_both_models_convert_and_give_the_engines_numbers(tmp_path, trajectories, straight):
     """The converted critic is an AutoModelForTokenClassification whose values give the logged validation mean."""
     from transformers import AutoModelForCausalLM, AutoModelForTokenClassification
 
     from rg_verl.oreo.trajectories import load_trajectories
 
-    metrics = train(tmp_path, model, trajectories, "trainer.total_training_steps=2")
-    step = tmp_path / "out" / "global_step_2"
+    folder, metrics = straight
+    step = folder / "out" / "global_step_4"
     for role in ("actor", "critic"):
         proc = subprocess.run(
             [
@@ -152,7 +157,7 @@ def test_both_models_convert_and_give_the_engines_numbers(tmp_path, model, traje
         with torch.no_grad():
             values = critic(ids).logits[0, :, 0]
         last.append(values[len(t.prompt_ids) + len(t.response_ids) - 2].item())  # V(s_{T-1}), before the last token
-    assert sum(last) / len(last) == pytest.approx(metrics[2]["val/value_last_mean"], abs=1e-5)
+    assert sum(last) / len(last) == pytest.approx(metrics[4]["val/value_last_mean"], abs=1e-5)
 
 
 def test_the_readme_smoke_commands_collect_train_convert_and_resume(tmp_path, model):
@@ -181,7 +186,7 @@ def test_a_corrupt_trajectory_file_is_refused_before_any_model_loads(tmp_path, m
     broken.mkdir(parents=True)
     (broken / "trajectories-00000.parquet").write_bytes(b"PAR1 not really a parquet file")
     proc = run_train_oreo(
-        tmp_path, f"actor.model.path={model}", f"data.train_files=[{broken}]",
+        tmp_path, f"actor.model.path={model}", f"data.train_files=[{broken}]", "data.val_files=[]",
         f"trainer.default_local_dir={tmp_path / 'out'}", check=False,
     )  # fmt: skip
     assert proc.returncode != 0
@@ -189,13 +194,13 @@ def test_a_corrupt_trajectory_file_is_refused_before_any_model_loads(tmp_path, m
     assert not (tmp_path / "out" / "value_init").exists()
 
 
-def test_a_corrupt_checkpoint_is_named_on_resume(tmp_path, model, trajectories):
-    train(tmp_path, model, trajectories, "trainer.total_training_steps=1")
-    (tmp_path / "out" / "global_step_1" / "trainer_state.json").write_text("{not json")
+def test_a_corrupt_checkpoint_is_named_on_resume(tmp_path, model, trajectories, straight):
+    shutil.copytree(straight[0] / "out", tmp_path / "out")
+    (tmp_path / "out" / "global_step_4" / "trainer_state.json").write_text("{not json")
     proc = run_train_oreo(
         tmp_path, f"actor.model.path={model}", f"data.train_files=[{trajectories / 'train'}]",
         f"trainer.default_local_dir={tmp_path / 'out'}", "data.train_batch_size=8", "data.micro_batch_size_per_gpu=2",
-        "data.val_files=[]", "trainer.total_training_steps=2", check=False,
+        "data.val_files=[]", "trainer.total_training_steps=6", check=False,
     )  # fmt: skip
     assert proc.returncode != 0
     assert "trainer_state.json" in proc.stderr and "corrupt" in proc.stderr, proc.stderr[-2000:]
