@@ -140,6 +140,7 @@ class _Run:
         sampling = manifest["sampling"]
         self.sampling = Sampling(sampling["max_tokens"], sampling["temperature"], sampling["top_p"])
         self.done = {"completions": 0, "tokens": 0, "seconds": 0.0}
+        self.prompts_checked = False
 
     def collect(self, split: str, dataset: Any) -> None:
         """Generates and writes the shards of ``split`` that are not stored yet."""
@@ -174,7 +175,10 @@ class _Run:
         items = [dataset[i] for i in indices]
         messages = [item["raw_prompt"] for item in items]
         prompts = [prompt_token_ids(self.tokenizer, m, self.template_kwargs) for m in messages]
-        own = getattr(self.backend, "prompt_ids", None)  # the hf backend's ids must be the chat template's
+        # the hf backend's ids must be the chat template's: both come from one function with the same settings, so
+        # the first batch of a run is checked (a config that sends the backend other template settings fails there)
+        own = getattr(self.backend, "prompt_ids", None) if not self.prompts_checked else None
+        self.prompts_checked = True
         if own is not None and any(own(m) != p for m, p in zip(messages, prompts, strict=True)):
             raise RuntimeError(f"the {self.settings.backend} backend conditions on other ids than the chat template's")
         k = self.manifest["samples_per_item"]
