@@ -32,11 +32,15 @@ def model_dir(tmp_path):
 def files(tmp_path):
     folder = tmp_path / "trajectories" / "train"
     folder.mkdir(parents=True)
+    (folder.parent / "val").mkdir()
     return folder
 
 
 def smoke(model_dir, files, *overrides):
-    return composed("smoke_cpu", f"actor.model.path={model_dir}", f"data.train_files=[{files}]", *overrides)
+    return composed(
+        "smoke_cpu", f"actor.model.path={model_dir}", f"data.train_files=[{files}]",
+        f"data.val_files=[{files.parent / 'val'}]", *overrides,
+    )  # fmt: skip
 
 
 def test_smoke_config_validates(model_dir, files):
@@ -48,7 +52,8 @@ def test_smoke_config_validates(model_dir, files):
 @pytest.mark.parametrize("name", OREO_CONFIGS)
 def test_every_shipped_config_composes_and_its_sections_parse(name, tiny_model, files):
     config = composed(
-        name, f"actor.model.path={tiny_model}", f"critic.model.path={tiny_model}", f"data.train_files=[{files}]"
+        name, f"actor.model.path={tiny_model}", f"critic.model.path={tiny_model}", f"data.train_files=[{files}]",
+        f"data.val_files=[{files.parent / 'val'}]",
     )
     settings = validate(config, ranks=1)
     assert settings.data.train_batch_size % settings.data.micro_batch_size_per_gpu == 0
@@ -92,9 +97,13 @@ def test_batch_must_split_over_ranks(model_dir, files):
         validate(config, ranks=2)
 
 
-def test_missing_trajectory_files_name_the_collect_command(model_dir, tmp_path):
+def test_missing_trajectory_files_name_the_collect_command(model_dir, files, tmp_path):
     config = composed("smoke_cpu", f"actor.model.path={model_dir}", f"data.train_files=[{tmp_path / 'none'}]")
     with pytest.raises(ConfigError, match=r"data.train_files\[0\].*rg-verl oreo collect"):
+        validate(config, ranks=1)
+    config = composed("smoke_cpu", f"actor.model.path={model_dir}", f"data.train_files=[{files}]",
+                      f"data.val_files=[{tmp_path / 'none'}]")  # fmt: skip
+    with pytest.raises(ConfigError, match=r"data.val_files\[0\].*rg-verl oreo collect"):
         validate(config, ranks=1)
 
 
