@@ -22,7 +22,6 @@ from rg_verl.oreo.trajectories import Trajectory
 
 __all__ = [
     "SEQUENCE_FIELDS", "BatchPlan", "chunks", "engine_batch", "nested", "step_starts", "unbind_responses",
-    "with_fields",
 ]  # fmt: skip
 
 # the fields every row carries (the engine's, then OREO's); old_log_probs and values are added per step
@@ -84,13 +83,6 @@ def engine_batch(
     return tu.get_tensordict(
         tensor_dict=tensors, non_tensor_dict={"temperature": 1.0, "pad_mode": "no_padding", **meta}
     )
-
-
-def with_fields(batch: TensorDict, **fields: Sequence[torch.Tensor]) -> TensorDict:
-    """``batch`` with more response-length fields (each a list of 1-D tensors, one per row)."""
-    for name, values in fields.items():
-        batch[name] = nested(values)
-    return batch
 
 
 def unbind_responses(output: torch.Tensor, response_lengths: Sequence[int]) -> list[torch.Tensor]:

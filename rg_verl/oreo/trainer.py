@@ -8,10 +8,10 @@ One run, in order:
    (``value_model``) with the OREO value loss (``rg_verl.oreo.losses``); a checkpoint is loaded when resuming;
 4. the reference log-probs: one no-grad pass of the actor's starting weights over every trajectory, stored in
    ``<default_local_dir>/reference_log_probs.pt`` so a resumed run never recomputes them with trained weights;
-5. each step, on this rank's share of a global batch of ``data.train_batch_size`` trajectories: the actor's
-   and the critic's no-grad outputs (``old_log_probs``, ``values``), then one critic update on the value loss
-   (Eq. 8) and one actor update on the policy loss (Eq. 9, or the step or response variant) plus α·KL; both
-   updates read the quantities from before either update, as OREO's trainer does;
+5. each step, on this rank's share of a global batch of ``data.train_batch_size`` trajectories: the critic's
+   no-grad values, one actor update on the policy loss (Eq. 9, or the step or response variant) plus α·KL, whose
+   forward also gives the pre-update log-probs, then one critic update on the value loss (Eq. 8); both updates
+   read the quantities from before either update, as OREO's trainer does (:meth:`OreoTrainer.step`);
 6. every ``trainer.test_freq`` steps, the value model's AUC at predicting success on ``data.val_files``;
    every ``trainer.save_freq`` steps and at the end, a checkpoint ``global_step_N/{actor,critic}``.
 
