@@ -17,6 +17,7 @@ from typing import Any
 import torch
 from tensordict import TensorDict
 from verl.utils import tensordict_utils as tu
+from verl.workers.utils.padding import response_from_nested
 
 from rg_verl.oreo.trajectories import Trajectory
 
@@ -86,13 +87,13 @@ def engine_batch(
 
 
 def unbind_responses(output: torch.Tensor, response_lengths: Sequence[int]) -> list[torch.Tensor]:
-    """The response part of each row of a whole-row model output (nested [B, j]), as 1-D tensors: column t is
-    the output at the position before response token t (the state s_t)."""
-    rows = output.unbind() if output.is_nested else list(output)
-    out = []
-    for row, n in zip(rows, response_lengths, strict=True):
-        out.append(row[len(row) - n - 1 : len(row) - 1].detach().float().cpu())
-    return out
+    """The response part of each row of a whole-row model output (nested [B, j]), as detached 1-D float tensors:
+    column t is the output at the position before response token t (the state s_t), cut by verl's own
+    ``response_from_nested``, the alignment verl's losses use."""
+    if not output.is_nested:  # a dense [B, j] output of whole rows of one length
+        output = nested(list(output))
+    mask = nested([torch.ones(n, dtype=torch.long) for n in response_lengths])
+    return [row.detach().float().cpu() for row in response_from_nested(output, mask).unbind()]
 
 
 class BatchPlan:
