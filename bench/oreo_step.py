@@ -12,14 +12,16 @@ synthetic trajectories (``--batch`` rows, ``--response`` response tokens, a chat
 * SFT: a verl ``TrainingWorker`` of the same model with verl's own ``sft_loss`` on the same rows, the same
   engine settings and micro-batch size (one model, a forward and a backward).
 
-The two alternate for ``--steps`` rounds after one warm-up round each; the median of the per-round ratios is
-reported. The floor is about 2.0x (two models to update); the no-grad critic pass adds about a third of a
-forward-and-backward, so about 2.3x is what this design can reach. Goal: <= 2.2x.
+The two alternate for ``--steps`` rounds after one warm-up round each (which runs first alternates too); the
+median of the per-round ratios is reported, with the lowest and highest. The floor is about 2.0x (two models
+to update); the no-grad critic pass adds about a third of a forward-and-backward, so about 2.3x is what this
+design can reach. Goal: <= 2.2x.
 
 ``collect``: ``--items`` training items of ``configs/smoke/learn.yaml`` with ``--samples`` samples each, on
-one hf backend (loaded once): ``rg-verl oreo collect`` (generation, prompt ids, scoring with the training
-reward, parquet shards) against the backend's ``generate`` on the same prompts in the same batches with the
-same seeds (the evaluator's generation). The ratio is throughput, collection / generation. Goal: >= 0.95x.
+one hf backend (loaded once): ``rg-verl oreo collect`` (the items, generation, scoring with the training
+reward, parquet shards) against what the evaluator does for the same items (the dataset, its items' prompts,
+the backend's ``generate`` in the same batches with the same seeds). The ratio is throughput, collection /
+generation. Goal: >= 0.95x.
 """
 
 from __future__ import annotations
@@ -123,13 +125,27 @@ def bench_step(args: argparse.Namespace, root: Path) -> dict[str, float]:
 
     oreo_step(), sft_step()  # warm-up
     parts = _parts(trainer, reference) if args.parts else {}
-    ratios, oreo_times, sft_times = [], [], []
-    for _ in range(args.steps):
-        oreo_times.append(oreo_step())
-        sft_times.append(sft_step())
-        ratios.append(oreo_times[-1] / sft_times[-1])
+    oreo_times, sft_times = alternate(oreo_step, sft_step, args.steps)
     return {"oreo_s": statistics.median(oreo_times), "sft_s": statistics.median(sft_times),
-            "ratio": statistics.median(ratios), **parts}  # fmt: skip
+            **ratios(oreo_times, sft_times), **parts}  # fmt: skip
+
+
+def alternate(first, second, rounds: int) -> tuple[list[float], list[float]]:
+    """The seconds of ``rounds`` calls of each timer, in rounds that alternate which runs first (so neither
+    always runs on a warmer or a cooler machine)."""
+    a, b = [], []
+    for n in range(rounds):
+        if n % 2:
+            b.append(second()), a.append(first())
+        else:
+            a.append(first()), b.append(second())
+    return a, b
+
+
+def ratios(a: list[float], b: list[float]) -> dict[str, float]:
+    """The median, lowest and highest of the per-round ratios a / b."""
+    each = [x / y for x, y in zip(a, b, strict=True)]
+    return {"ratio": statistics.median(each), "ratio_min": min(each), "ratio_max": max(each)}
 
 
 def _parts(trainer, reference) -> dict[str, float]:
@@ -170,11 +186,11 @@ def bench_collect(args: argparse.Namespace, root: Path) -> dict[str, float]:
     model_path = collect._checked(config, options(root / "probe"), build=True)[0]
     settings = collect.BackendSettings(backend="hf", model_path=model_path, batch_size=args.batch_size)
     backend = create_backend(settings)
-    dataset = collect._datasets(collect.reasoning_gym_section(config), options(root / "probe"))[0]["train"]
-    messages = [dataset[i]["raw_prompt"] for i in range(args.items)]
 
-    def generate_only() -> float:
+    def generate_only() -> float:  # as the evaluator does: the dataset, its items' prompts, generation
         started = time.perf_counter()
+        dataset = collect._datasets(collect.reasoning_gym_section(config), options(root / "probe"))[0]["train"]
+        messages = [dataset[i]["raw_prompt"] for i in range(args.items)]
         for first in range(0, args.items, args.batch_size):
             seed = collect.chunk_seed(42, "train", first)
             sampling = Sampling(args.max_tokens, 1.0, 1.0, seed=seed)
@@ -186,13 +202,10 @@ def bench_collect(args: argparse.Namespace, root: Path) -> dict[str, float]:
         collect.collect(config, options(root / f"collect{n}"), backend=backend)
         return time.perf_counter() - started
 
-    generate_only(), collection(0)  # warm-up
-    gen, col = [], []
-    for n in range(1, args.steps + 1):
-        gen.append(generate_only())
-        col.append(collection(n))
-    return {"generate_s": statistics.median(gen), "collect_s": statistics.median(col),
-            "ratio": statistics.median(g / c for g, c in zip(gen, col, strict=True))}  # fmt: skip
+    runs = iter(range(args.steps + 1))
+    generate_only(), collection(next(runs))  # warm-up
+    gen, col = alternate(generate_only, lambda: collection(next(runs)), args.steps)
+    return {"generate_s": statistics.median(gen), "collect_s": statistics.median(col), **ratios(gen, col)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -214,7 +227,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.part == "step":
             result = bench_step(args, Path(tmp))
             print(f"OREO step {result['oreo_s']:.3f} s, SFT step {result['sft_s']:.3f} s (medians of {args.steps}); "
-                  f"OREO / SFT = {result['ratio']:.2f}x (goal <= 2.2x; hidden {args.hidden}, {args.layers} layers, "
+                  f"OREO / SFT = {result['ratio']:.2f}x (rounds {result['ratio_min']:.2f}-{result['ratio_max']:.2f}; "
+                  f"goal <= 2.2x; hidden {args.hidden}, {args.layers} layers, "
                   f"batch {args.batch}, micro {args.micro}, {args.response} response tokens)")  # fmt: skip
             if args.parts:
                 print(
@@ -226,7 +240,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             result = bench_collect(args, Path(tmp))
             print(f"generation {result['generate_s']:.2f} s, collection {result['collect_s']:.2f} s (medians of "
-                  f"{args.steps}); collection / generation throughput = {result['ratio']:.2f}x (goal >= 0.95x; "
+                  f"{args.steps}); collection / generation throughput = {result['ratio']:.2f}x (rounds "
+                  f"{result['ratio_min']:.2f}-{result['ratio_max']:.2f}; goal >= 0.95x; "
                   f"{args.items} items x {args.samples} samples, {args.max_tokens} tokens)")  # fmt: skip
     return 0
 

@@ -14,9 +14,10 @@ the longest one, so the tokens after that first end-of-sequence token are paddin
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from types import SimpleNamespace
 from typing import Any
 
-__all__ = ["eos_token_ids", "response_length"]
+__all__ = ["eos_token_ids", "response_length", "saved_eos_token_ids"]
 
 
 def _ids(value: int | Sequence[int] | None) -> list[int]:
@@ -46,6 +47,24 @@ def eos_token_ids(model: Any, tokenizer: Any = None) -> tuple[int, ...]:
     if tokenizer is not None:
         ids += _ids(tokenizer.eos_token_id)
     return tuple(sorted(set(ids)))
+
+
+def saved_eos_token_ids(model_path: str, tokenizer: Any = None) -> tuple[int, ...]:
+    """:func:`eos_token_ids` of a saved model, read from its folder's configs without loading its weights.
+
+    A path without a ``generation_config.json`` falls back to ``config.json``; one without either (a
+    served model of which only the tokenizer is here) gives the tokenizer's id alone."""
+    from transformers import AutoConfig, GenerationConfig
+
+    try:
+        generation = GenerationConfig.from_pretrained(model_path)
+    except OSError:  # no generation_config.json
+        generation = None
+    try:
+        config = AutoConfig.from_pretrained(model_path)
+    except (OSError, ValueError):
+        config = SimpleNamespace(eos_token_id=None)
+    return eos_token_ids(SimpleNamespace(generation_config=generation, config=config), tokenizer)
 
 
 def response_length(tokens: Sequence[int], eos_ids: Collection[int]) -> int:

@@ -6,11 +6,12 @@
 The items are those GRPO trains on: ``ReasoningGymDataset`` of the composed config's ``reasoning_gym``
 section (the same path ``rg-verl export`` takes), items ``[--train-start, --train-start + --train-items)`` of
 the training split and, with ``--val-items M``, items ``[0, M)`` of the validation split. Each prompt is the
-item's ``raw_prompt`` under the tokenizer's chat template (with ``data.apply_chat_template_kwargs``), and its
-``prompt_ids`` are those verl's rollout conditions on (``rg_verl.evaluation.backends.hf.prompt_token_ids``;
-the hf backend generates from exactly these ids, and collection stops if it ever would not). Every
-completion is scored by ``rg_verl.reward.compute_score`` with the config's ``reward_kwargs``, passed as
-verl passes them to its custom reward function: the reward GRPO trains with.
+item's ``raw_prompt`` under the tokenizer's chat template (with ``data.apply_chat_template_kwargs``). Its
+``prompt_ids`` are those the backend conditioned on (hf and vllm report them; else the chat template's), and
+they must be those verl's rollout conditions on (``rg_verl.evaluation.backends.hf.prompt_token_ids``): the
+first batch of a run checks, and stops the run if they are not. Every completion is scored by
+``rg_verl.reward.compute_score`` with the config's ``reward_kwargs``, as verl passes them to its custom
+reward function: the reward GRPO trains with.
 
 The output follows ``rg_verl.oreo.trajectories``: ``manifest.json`` (written first, marked complete at the
 end) and ``<split>/trajectories-NNNNN.parquet``, one shard per ``--shard-size`` items, each written atomically
@@ -26,39 +27,30 @@ seeded generator, but does not promise equal logits across batch shapes. The ope
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import hashlib
 import importlib.metadata
 import json
 import logging
 import os
 import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
-from rg_verl import reward
 from rg_verl.atomic import write_atomic
 from rg_verl.config import ReasoningGymConfig
 from rg_verl.data.candidates import HASH_SEED_DEPENDENT
 from rg_verl.data.export import compose, reasoning_gym_section
 from rg_verl.data.files import check_sources
-from rg_verl.evaluation.backends import BACKENDS, Sampling, create_backend
-from rg_verl.evaluation.backends.hf import prompt_token_ids
-from rg_verl.generation import eos_token_ids
+from rg_verl.evaluation.backends import BACKENDS, create_backend
 from rg_verl.grpo.launch import build_parser as train_parser
 from rg_verl.grpo.launch import ensure_model, resolve_config_dir
+from rg_verl.oreo.sampler import FORMAT, Sampler, chunk_seed
 from rg_verl.oreo.trajectories import (
     MANIFEST,
     open_collection,
-    shard_is_stored,
-    shard_name,
     tokenizer_fingerprint,
-    write_shard,
 )
 from rg_verl.reward.score import reward_config
 from rg_verl.schema import ConfigError, check_model_path, plain
@@ -68,7 +60,6 @@ __all__ = ["BackendSettings", "build_parser", "chunk_seed", "collect", "main"]
 
 logger = logging.getLogger(__name__)
 
-FORMAT = "rg-verl OREO trajectories"
 # manifest fields that --resume must find unchanged, and the option that sets each
 RESUME_FIELDS = {
     "model_path": "--model-path", "backend": "--backend", "dtype": "--dtype", "sampling.max_tokens": "--max-tokens",
@@ -101,119 +92,11 @@ class BackendSettings:
     save_every: int = 0
 
 
-def chunk_seed(seed: int, split: str, first_index: int) -> int:
-    """The sampling seed of the ``generate`` call whose first item is ``first_index`` of ``split``."""
-    return int(hashlib.sha256(f"{seed}:{split}:{first_index}".encode()).hexdigest()[:8], 16) % 2**31
-
-
 def _version(name: str) -> str | None:
     try:
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
         return None
-
-
-def _eos_ids(model_path: str, tokenizer: Any) -> tuple[int, ...]:
-    """The ids that end a response: the model's generation config (else its config), plus the tokenizer's."""
-    from transformers import AutoConfig, GenerationConfig
-
-    try:
-        generation = GenerationConfig.from_pretrained(model_path)
-    except OSError:  # no generation_config.json
-        generation = None
-    try:
-        config = AutoConfig.from_pretrained(model_path)
-    except (OSError, ValueError):  # a served model with only its tokenizer here
-        config = SimpleNamespace(eos_token_id=None)
-    return eos_token_ids(SimpleNamespace(generation_config=generation, config=config), tokenizer)
-
-
-class _Run:
-    """One collection: the items, the tokenizer, the scorer's settings; generates and writes shards."""
-
-    def __init__(self, manifest: dict, settings: BackendSettings, out: Path, tokenizer: Any, backend: Any = None):
-        self.manifest, self.settings, self.out, self.backend = manifest, settings, out, backend
-        self.tokenizer = tokenizer
-        self.eos_ids = set(_eos_ids(settings.model_path, self.tokenizer))
-        self.reward_kwargs = manifest["config"]["reward_kwargs"]
-        self.template_kwargs = manifest["config"]["apply_chat_template_kwargs"]
-        sampling = manifest["sampling"]
-        self.sampling = Sampling(sampling["max_tokens"], sampling["temperature"], sampling["top_p"])
-        self.done = {"completions": 0, "tokens": 0, "seconds": 0.0}
-        self.prompts_checked = False
-
-    def collect(self, split: str, dataset: Any) -> None:
-        """Generates and writes the shards of ``split`` that are not stored yet."""
-        (start, stop), size = self.manifest["items"][split], self.manifest["shard_size"]
-        shards = [(n, first, min(first + size, stop)) for n, first in enumerate(range(start, stop, size))]
-        for number, first, end in shards:
-            path = self.out / split / shard_name(number)
-            metadata = {
-                "format": FORMAT, "split": split, "shard": number, "items": [first, end],
-                "samples_per_item": self.manifest["samples_per_item"], "model_path": self.settings.model_path,
-                "tokenizer_fingerprint": self.manifest["tokenizer_fingerprint"],
-            }  # fmt: skip
-            if shard_is_stored(path, metadata):
-                logger.info("%s shard %d/%d is complete; skipped", split, number + 1, len(shards))
-                continue
-            if self.backend is None:  # loaded once a shard needs it, and outside its timing
-                self.backend = create_backend(self.settings)
-            started, rows = time.time(), []
-            for chunk in range(first, end, self.manifest["batch_size"]):
-                rows += self.generate(split, dataset, range(chunk, min(chunk + self.manifest["batch_size"], end)))
-            write_shard(path, rows, metadata)
-            self.report(f"{split} shard {number + 1}/{len(shards)}", rows, time.time() - started)
-
-    def report(self, what: str, rows: list[dict], seconds: float) -> None:
-        tokens = sum(len(row["response_ids"]) for row in rows)
-        for key, value in (("completions", len(rows)), ("tokens", tokens), ("seconds", seconds)):
-            self.done[key] += value
-        logger.info("%s: %d completions in %.1f s: %.2f completions/s, %.1f tokens/s", what, len(rows), seconds,
-                    len(rows) / max(seconds, 1e-9), tokens / max(seconds, 1e-9))  # fmt: skip
-
-    def generate(self, split: str, dataset: Any, indices: range) -> list[dict]:
-        items = [dataset[i] for i in indices]
-        messages = [item["raw_prompt"] for item in items]
-        prompts = [prompt_token_ids(self.tokenizer, m, self.template_kwargs) for m in messages]
-        # the hf backend's ids must be the chat template's: both come from one function with the same settings, so
-        # the first batch of a run is checked (a config that sends the backend other template settings fails there)
-        own = getattr(self.backend, "prompt_ids", None) if not self.prompts_checked else None
-        self.prompts_checked = True
-        if own is not None and any(own(m) != p for m, p in zip(messages, prompts, strict=True)):
-            raise RuntimeError(f"the {self.settings.backend} backend conditions on other ids than the chat template's")
-        k = self.manifest["samples_per_item"]
-        sampling = dataclasses.replace(self.sampling, seed=chunk_seed(self.manifest["seed"], split, indices[0]))
-        outputs = self.backend.generate(messages, k, sampling)
-        if len(outputs) != len(items) or any(len(out) != k for out in outputs):
-            raise RuntimeError(f"the {self.settings.backend} backend returned the wrong number of completions")
-        rows = []
-        for index, item, prompt, completions in zip(indices, items, prompts, outputs, strict=True):
-            for sample_idx, completion in enumerate(completions):
-                response_ids, source, finished = self.response_ids(completion)
-                scores = reward.compute_score(
-                    data_source=item["data_source"], solution_str=completion.text,
-                    ground_truth=item["reward_model"]["ground_truth"], extra_info=item["extra_info"],
-                    **self.reward_kwargs,
-                )  # fmt: skip
-                rows.append({
-                    "uid": f"{split}/{index}", "split": split, "index": index, "sample_idx": sample_idx,
-                    "data_source": item["data_source"], "prompt": json.dumps(item["raw_prompt"]), "prompt_ids": prompt,
-                    "response": completion.text, "response_ids": response_ids, "ids_source": source,
-                    "finished": finished, **{key: float(value) for key, value in scores.items()},
-                })  # fmt: skip
-        return rows
-
-    def response_ids(self, completion: Any) -> tuple[list[int], str, bool]:
-        """(ids, ids_source, finished) of a completion: the backend's ids, else its text plus EOS, tokenised.
-
-        Without ids, a completion counts as finished unless its token count reached the budget."""
-        if completion.token_ids is not None:
-            ids = [int(i) for i in completion.token_ids]
-            return ids, "backend", bool(ids) and ids[-1] in self.eos_ids
-        ids = self.tokenizer(completion.text, add_special_tokens=False)["input_ids"]
-        finished = completion.num_tokens is None or completion.num_tokens < self.sampling.max_tokens
-        eos = [self.tokenizer.eos_token_id] if finished and self.tokenizer.eos_token_id is not None else []
-        return ids + eos, "retokenized", finished
 
 
 def _datasets(section: dict, args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, list[int]]]:
@@ -311,7 +194,7 @@ def collect(config: Any, args: argparse.Namespace, *, config_ref: dict | None = 
     out = Path(args.out).expanduser().absolute()
     manifest = open_collection(out, json.loads(json.dumps(manifest)), resume=args.resume, overwrite=args.overwrite,
                                fixed=RESUME_FIELDS, splits=SPLITS)  # fmt: skip
-    run = _Run(manifest, settings, out, tokenizer, backend)
+    run = Sampler(manifest, settings, out, tokenizer, backend, load=lambda: create_backend(settings))
     try:
         for split, dataset in datasets.items():
             run.collect(split, dataset)

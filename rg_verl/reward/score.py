@@ -27,7 +27,7 @@ from rg_verl.reward.terms import TERMS, Response, clamp_unit, revised_answers, s
 from rg_verl.reward.time_limit import Status, call_bounded
 from rg_verl.vocab import FILE_PREFIX, MODES, RG_PREFIX, parse_data_source
 
-__all__ = ["compute_score", "reward_config"]
+__all__ = ["compute_score", "count_tokens", "reward_config", "score_with"]
 
 logger = logging.getLogger(__name__)
 
@@ -81,11 +81,15 @@ def _tokenizer(path: str):
     return AutoTokenizer.from_pretrained(path)
 
 
-def count_tokens(text: str, tokenizer_path: str, max_tokens: int) -> int:
-    """Tokens in ``text`` (capped cheaply for absurdly long text)."""
-    if len(text) > max_tokens * MAX_CHARS_PER_TOKEN:
-        return max_tokens
-    return len(_tokenizer(tokenizer_path)(text, add_special_tokens=False)["input_ids"])
+def count_tokens(texts: list[str], tokenizer_path: str, max_tokens: int) -> list[int]:
+    """Tokens in each of ``texts``, in one batched tokenizer call (capped cheaply for absurdly long text).
+
+    A caller that scores many responses (trajectory collection) counts them here once and passes each count
+    to :func:`compute_score` as ``response_tokens``: the same numbers it would count itself, one at a time."""
+    long = [len(text) > max_tokens * MAX_CHARS_PER_TOKEN for text in texts]
+    short = [text for text, too_long in zip(texts, long, strict=True) if not too_long]
+    counts = iter(map(len, _tokenizer(tokenizer_path)(short, add_special_tokens=False)["input_ids"]) if short else ())
+    return [max_tokens if too_long else next(counts) for too_long in long]
 
 
 def score_in_worker(name: str, answer: str, entry: dict) -> float:
@@ -192,6 +196,7 @@ def compute_score(
     max_response_length: int | None = None,
     math_datasets: list[str] | tuple[str, ...] | None = None,
     reference_terms: dict[str, Any] | None = None,
+    response_tokens: int | None = None,
     **kwargs: Any,
 ) -> dict[str, float]:
     """Scores a response: correctness of its final answer, plus weighted extra terms.
@@ -215,6 +220,8 @@ def compute_score(
             symbolic equivalence with the entry's answer instead of the dataset's own scorer.
         reference_terms: Options of the ``reference_*`` terms: ``max_output_length`` (characters)
             and ``preappend_thinking_token`` (``rg_verl.config.ReferenceTermsConfig``).
+        response_tokens: The response's length in tokens as :func:`count_tokens` counts it, from a caller
+            that counted many responses at once; counted here with ``tokenizer_path`` when None.
         **kwargs: Other keyword arguments from verl; ignored.
 
     Returns:
@@ -234,12 +241,25 @@ def compute_score(
         mode=mode, terms=terms, tokenizer_path=tokenizer_path,
         max_response_length=max_response_length, math_datasets=math_datasets, reference_terms=reference_terms,
     )  # fmt: skip
+    return score_with(config, data_source, solution_str, ground_truth, extra_info, response_tokens)
+
+
+def score_with(
+    config: RewardConfig,
+    data_source: str,
+    solution_str: str,
+    ground_truth: Any,
+    extra_info: dict | None = None,
+    response_tokens: int | None = None,
+) -> dict[str, float]:
+    """:func:`compute_score` under reward settings that :func:`reward_config` already checked: for a caller
+    that scores many responses under one config (trajectory collection) and need not check them each time."""
     name, from_file = _dataset(data_source)
     text = solution_str if isinstance(solution_str, str) else ""
     entry = _entry(name, extra_info, ground_truth)
     score = functools.partial(_correctness, name, entry=entry, by_math=from_file or name in config.math_datasets)
     verdicts = _verdicts(text, data_source, score)
-    return _result(verdicts, config.mode, _response(text, verdicts, config, score), config.terms)
+    return _result(verdicts, config.mode, _response(text, verdicts, config, score, response_tokens), config.terms)
 
 
 def _dataset(data_source: Any) -> tuple[str, bool]:
@@ -278,17 +298,21 @@ def _earlier_answers_correct(text: str, score: _Score) -> tuple[bool, ...]:
     return tuple(score(answer)[0] >= 1.0 for answer in earlier)
 
 
-def _token_counts(text: str, config: RewardConfig) -> tuple[int, int]:
-    """(response tokens, token budget), or (0, 0) without a tokenizer and a budget."""
+def _token_counts(text: str, config: RewardConfig, counted: int | None) -> tuple[int, int]:
+    """(response tokens, token budget), or (0, 0) without a tokenizer and a budget; ``counted`` where given."""
     if not (config.tokenizer_path and config.max_response_length):
         return 0, 0
     max_tokens = int(config.max_response_length)
-    return count_tokens(text, config.tokenizer_path, max_tokens), max_tokens
+    if counted is None:
+        [counted] = count_tokens([text], config.tokenizer_path, max_tokens)
+    return counted, max_tokens
 
 
-def _response(text: str, verdicts: dict[str, _Verdict], config: RewardConfig, score: _Score) -> Response:
+def _response(
+    text: str, verdicts: dict[str, _Verdict], config: RewardConfig, score: _Score, counted: int | None
+) -> Response:
     """What the terms look at, given the answer of ``text`` under each mode (:func:`_verdicts`)."""
-    num_tokens, max_tokens = _token_counts(text, config)
+    num_tokens, max_tokens = _token_counts(text, config, counted)
     return Response(
         text=text,
         correctness=verdicts[config.mode].correctness,

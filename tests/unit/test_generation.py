@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace as NS
 
 import pytest
@@ -9,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from transformers import GenerationConfig, PretrainedConfig
 
-from rg_verl.generation import eos_token_ids, response_length
+from rg_verl.generation import eos_token_ids, response_length, saved_eos_token_ids
 
 
 def model(generation: object = None, config_eos: object = None) -> NS:
@@ -100,3 +101,22 @@ def test_the_response_is_the_tokens_up_to_and_including_the_first_eos(tokens, eo
         assert tokens[n - 1] in eos_ids  # it ends with the first EOS
     else:
         assert n == len(tokens)  # no EOS: every token is response
+
+
+def test_saved_eos_ids_read_from_the_folder_equal_the_loaded_models(tmp_path):
+    """Without loading weights: the generation config's ids, else the model config's, else the tokenizer's."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from rg_verl.tiny_model import build_tiny_model
+
+    path = build_tiny_model(tmp_path / "m", hidden_size=32, num_layers=1)
+    tok = AutoTokenizer.from_pretrained(path)
+    assert saved_eos_token_ids(str(path), tok) == eos_token_ids(AutoModelForCausalLM.from_pretrained(path), tok)
+    (path / "generation_config.json").unlink()
+    config = json.loads((path / "config.json").read_text())
+    config["eos_token_id"] = 3
+    (path / "config.json").write_text(json.dumps(config))
+    assert saved_eos_token_ids(str(path)) == (3,)
+    tokenizer_only = tmp_path / "served"
+    tok.save_pretrained(tokenizer_only)
+    assert saved_eos_token_ids(str(tokenizer_only), tok) == (tok.eos_token_id,)

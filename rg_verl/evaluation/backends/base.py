@@ -37,11 +37,14 @@ class Completion:
         num_tokens: its length in tokens, or None where the backend cannot tell.
         token_ids: the generated token ids, up to and including the end-of-sequence token when
             generation stopped on one (no padding); None where the backend does not see them.
+        prompt_token_ids: the ids of the prompt the completion was conditioned on (the chat template
+            applied); None where the backend does not see them.
     """
 
     text: str
     num_tokens: int | None = None
     token_ids: tuple[int, ...] | None = None
+    prompt_token_ids: tuple[int, ...] | None = None
 
 
 class Backend(Protocol):

@@ -46,7 +46,7 @@ class HFBackend(Backend):
     Prompts are the ids of :func:`prompt_token_ids` (with ``config.chat_template_kwargs`` where the config
     has them). With ``Sampling.seed`` set, torch's global generator is seeded before each batch from the
     seed and the batch's number (:func:`batch_seed`), so the same prompts, settings and seed give the same
-    completions on the same machine. Each completion carries its ``token_ids``.
+    completions on the same machine. Each completion carries its ``token_ids`` and ``prompt_token_ids``.
     """
 
     def __init__(self, config) -> None:
@@ -114,10 +114,11 @@ class HFBackend(Backend):
             rows = output[:, encoded["input_ids"].shape[1] :].tolist()
             per_prompt = 1 if greedy else n
             for b, i in enumerate(batch):
+                prompt = tuple(encoded_prompts[i])
                 for row in rows[b * per_prompt : (b + 1) * per_prompt]:
                     length = response_length(row, self.eos_ids)
                     text = self.tokenizer.decode(row[:length], skip_special_tokens=True)
-                    results[i].append(Completion(text=text, num_tokens=length, token_ids=tuple(row[:length])))
+                    results[i].append(Completion(text, length, tuple(row[:length]), prompt))
                 if greedy:
                     results[i] = results[i] * n
         return results

@@ -56,10 +56,11 @@ class VLLMBackend(Backend):
             all_params = [params(request_seed(sampling.seed, i)) for i in range(len(prompts))]
         extra = {"chat_template_kwargs": self.chat_template_kwargs} if self.chat_template_kwargs else {}
         outputs = self.llm.chat(prompts, all_params, use_tqdm=True, **extra)
-        return [
-            [Completion(text=o.text, num_tokens=len(o.token_ids), token_ids=tuple(o.token_ids)) for o in out.outputs]
-            for out in outputs
-        ]
+        results = []
+        for out in outputs:
+            prompt = None if out.prompt_token_ids is None else tuple(out.prompt_token_ids)
+            results.append([Completion(o.text, len(o.token_ids), tuple(o.token_ids), prompt) for o in out.outputs])
+        return results
 
     def close(self) -> None:
         self.llm = None

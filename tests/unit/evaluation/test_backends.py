@@ -87,6 +87,8 @@ def test_hf_backend_token_ids_are_the_response_and_a_seed_repeats_it(tiny_model)
         assert eos not in c.token_ids[:-1]  # up to the first end-of-sequence token, no padding after it
         assert c.token_ids[-1] == eos or len(c.token_ids) == 12
     assert any(c.token_ids[-1] == eos for c in completions)  # some stop on it (the id is kept)
+    for prompt, out in zip(prompts, outputs, strict=True):  # the ids each completion was conditioned on
+        assert all(list(c.prompt_token_ids) == backend.prompt_ids(prompt) for c in out)
     assert backend.generate(prompts, 4, sampling) == outputs  # the same seed, the same completions
     other = backend.generate(prompts, 4, Sampling(max_tokens=12, temperature=1.0, top_p=1.0, seed=12))
     assert other != outputs
@@ -131,7 +133,7 @@ def test_vllm_backend_gives_token_ids_per_request_seeds_and_template_kwargs(monk
         def chat(self, prompts, params, use_tqdm=True, **kwargs):
             calls.append((prompts, params, kwargs))
             output = types.SimpleNamespace(text="hi", token_ids=[5, 6, 2])
-            return [types.SimpleNamespace(outputs=[output, output]) for _ in prompts]
+            return [types.SimpleNamespace(outputs=[output] * 2, prompt_token_ids=[1, i]) for i in range(len(prompts))]
 
     monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=LLM, SamplingParams=SamplingParams))
     from rg_verl.evaluation.backends.vllm import VLLMBackend, request_seed
@@ -139,7 +141,7 @@ def test_vllm_backend_gives_token_ids_per_request_seeds_and_template_kwargs(monk
     prompts = [[{"role": "user", "content": str(i)}] for i in range(3)]
     backend = VLLMBackend(types.SimpleNamespace(model_path="m", dtype="auto", engine_kwargs={}))
     outputs = backend.generate(prompts, 2, Sampling(max_tokens=4, temperature=1.0, top_p=0.9))
-    assert outputs == [[Completion("hi", 3, (5, 6, 2))] * 2] * 3
+    assert outputs == [[Completion("hi", 3, (5, 6, 2), (1, i))] * 2 for i in range(3)]  # vLLM's prompt ids too
     _, params, kwargs = calls[-1]
     assert params.kwargs == {"n": 2, "temperature": 1.0, "top_p": 0.9, "max_tokens": 4, "seed": None} and not kwargs
     config = types.SimpleNamespace(model_path="m", dtype="auto", engine_kwargs={}, chat_template_kwargs={"x": 1})

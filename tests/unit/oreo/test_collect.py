@@ -4,35 +4,15 @@ from __future__ import annotations
 
 import json
 
-import pyarrow.parquet as pq
 import pytest
 
-from rg_verl.evaluation.backends import Completion, create_backend
+from rg_verl.evaluation.backends import create_backend
 from rg_verl.evaluation.backends.hf import prompt_token_ids
 from rg_verl.oreo import collect as collect_module
 from rg_verl.oreo.collect import main
 from rg_verl.oreo.trajectories import MANIFEST, load_trajectories, shard_name, tokenizer_fingerprint
 from tests.helpers import CONFIGS_DIR
-
-K, TRAIN, VAL, MAX_TOKENS = 3, 4, 2, 8
-
-
-def argv(model, out, *extra: str) -> list[str]:
-    """The smoke config's items 1-4 (train) and 0-1 (val), K samples each, shards of 2 items, batches of 1."""
-    return [
-        "--config-path", str(CONFIGS_DIR / "smoke"), "--config-name", "cpu", "--model-path", str(model),
-        "--out", str(out), "--samples", str(K), "--train-start", "1", "--train-items", str(TRAIN),
-        "--val-items", str(VAL), "--shard-size", "2", "--batch-size", "1", "--max-tokens", str(MAX_TOKENS),
-        "--device", "cpu", "--seed", "7", *extra,
-    ]  # fmt: skip
-
-
-def read_rows(folder) -> list[dict]:
-    return [row for path in sorted(folder.glob("*.parquet")) for row in pq.read_table(path).to_pylist()]
-
-
-def shard_bytes(out) -> dict[str, bytes]:
-    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.glob("*/*.parquet"))}
+from tests.unit.oreo.collecting import MAX_TOKENS, TRAIN, VAL, K, argv, read_rows, shard_bytes
 
 
 @pytest.fixture(scope="module")
@@ -188,34 +168,3 @@ def test_overwrite_replaces_a_collection_and_bad_requests_fail_before_loading(ti
         assert main(argv(tiny_model, tmp_path / "new", *extra)) == 1
         assert message in capsys.readouterr().err
     assert not (tmp_path / "new").exists()
-
-
-class TextOnlyBackend:
-    """A backend that, like the openai one, gives text and a token count but no ids."""
-
-    def __init__(self, settings):
-        self.max_tokens = None
-
-    def generate(self, prompts, n, sampling):
-        self.max_tokens = sampling.max_tokens
-        return [[Completion("<think>x</think><answer>7</answer>", 5), Completion("no", MAX_TOKENS)] for _ in prompts]
-
-    def close(self):
-        pass
-
-
-def test_without_backend_ids_the_text_is_retokenised(tiny_model, tmp_path, monkeypatch):
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
-    monkeypatch.setattr(collect_module, "create_backend", TextOnlyBackend)
-    out = tmp_path / "out"
-    assert main(argv(tiny_model, out, "--samples", "2", "--val-items", "0", "--backend", "openai")) == 0
-    rows = read_rows(out / "train")
-    assert {r["ids_source"] for r in rows} == {"retokenized"}
-    done, cut = rows[0], rows[1]
-    text_ids = tokenizer(done["response"], add_special_tokens=False)["input_ids"]
-    assert done["finished"] and done["response_ids"] == text_ids + [tokenizer.eos_token_id]
-    assert done["format_ok"] == 1.0 and done["answer_found"] == 1.0
-    assert not cut["finished"] and cut["response_ids"] == tokenizer("no", add_special_tokens=False)["input_ids"]
-    assert json.loads((out / MANIFEST).read_text())["backend"] == "openai"

@@ -2,10 +2,11 @@
 
 import pytest
 import reasoning_gym
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rg_verl.reward import compute_score
+from rg_verl.reward.score import count_tokens
 from rg_verl.reward.terms import TERMS, Response, clamp_unit, revised_answers
 
 
@@ -131,6 +132,31 @@ def test_length_terms_count_tokens(entry, tmp_path_factory):
     assert 0.5 < result["term/cosine"] < 1.0
     huge = score(entry, "x" * 1_000_000, terms={"length": 1.0}, tokenizer_path=str(tokenizer), max_response_length=512)
     assert huge["term/length"] == -1.0
+
+
+@pytest.fixture(scope="module")
+def tokenizer_path(tmp_path_factory):
+    from rg_verl.tiny_model import build_tiny_model
+
+    return str(build_tiny_model(tmp_path_factory.mktemp("tok") / "model"))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.text(max_size=60) | st.just("x" * 5000), max_size=6))
+def test_counting_many_texts_at_once_equals_counting_each(tokenizer_path, texts):
+    """count_tokens in one call gives each text's count alone (the long ones capped at the budget)."""
+    batched = count_tokens(texts, tokenizer_path, 100)
+    assert batched == [count_tokens([text], tokenizer_path, 100)[0] for text in texts]
+    assert all(count == 100 for count, text in zip(batched, texts, strict=True) if len(text) == 5000)
+
+
+def test_a_given_token_count_replaces_the_reward_s_own(entry, tokenizer_path):
+    text = f"<think>{'abc ' * 20}</think><answer>{entry['answer']}</answer>"
+    kwargs = {"terms": {"length": 1.0}, "tokenizer_path": tokenizer_path, "max_response_length": 512}
+    counted = score(entry, text, **kwargs)
+    assert score(entry, text, response_tokens=int(counted["response_tokens"]), **kwargs) == counted
+    given_count = score(entry, text, response_tokens=256, **kwargs)
+    assert given_count["response_tokens"] == 256 and given_count["term/length"] == pytest.approx(-0.5)
 
 
 def test_bad_reward_kwargs_are_rejected(entry):
