@@ -17,7 +17,12 @@ from collections.abc import Collection, Sequence
 from types import SimpleNamespace
 from typing import Any
 
-__all__ = ["eos_token_ids", "response_length", "saved_eos_token_ids"]
+__all__ = ["batch_seed", "eos_token_ids", "response_length", "saved_eos_token_ids"]
+
+
+def batch_seed(seed: int, number: int) -> int:
+    """The torch seed of batch ``number`` of a seeded generation (torch's global generator, seeded per batch)."""
+    return (seed * 1_000_003 + number) % 2**31
 
 
 def _ids(value: int | Sequence[int] | None) -> list[int]:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from rg_verl.evaluation.backends import BACKENDS
 from rg_verl.evaluation.config import ITEMS, load_config
+from rg_verl.evaluation.decoding import DECODING_MODES
 from rg_verl.evaluation.runner import evaluate
 from rg_verl.schema import ConfigError
 
@@ -32,6 +33,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, help="replaces the config's batch_size (hf backend)")
     parser.add_argument("--device", help="replaces the config's device (hf backend), e.g. cpu or cuda:0")
     parser.add_argument("--items", choices=list(ITEMS), help="replaces the config's items: split or reference")
+    parser.add_argument("--decoding", choices=list(DECODING_MODES), help="replaces the config's decoding.mode")
+    parser.add_argument("--value-model", help="replaces the config's decoding.value_model (a converted OREO critic)")
     parser.add_argument("--verbose", action="store_true", help="debug logging")
     return parser.parse_args(argv)
 
@@ -43,7 +46,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
     )
     try:
-        config = load_config(args.config, **{name: getattr(args, name) for name in OVERRIDES})
+        decoding = {key: value for key, value in (("mode", args.decoding), ("value_model", args.value_model)) if value}
+        overrides = {name: getattr(args, name) for name in OVERRIDES}
+        config = load_config(args.config, **overrides, decoding=decoding)
         run_dir = evaluate(config, resume=args.resume)
     except ConfigError as error:
         print(f"config error: {error}", file=sys.stderr)

@@ -23,10 +23,8 @@ checked for its shape here, and its file is read and checked by the run, before 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import difflib
 import importlib.util
-import math
 import os
 import re
 from collections.abc import Iterator
@@ -43,6 +41,8 @@ from reasoning_gym.utils import SYSTEM_PROMPTS
 from rg_verl.config import ReasoningGymConfig, check_model_path, dataset_name_error
 from rg_verl.data.reference_questions import ReferenceTraining
 from rg_verl.evaluation.backends import BACKENDS
+from rg_verl.evaluation.decoding import DecodingConfig, check_value_model
+from rg_verl.evaluation.fields import above_zero, dataset_names, maybe_text, parse_entry, run_name, text
 from rg_verl.evaluation.metrics import default_k_values
 from rg_verl.schema import ConfigError, option, parse_section
 from rg_verl.vocab import MAX_SEED, MAX_SPLIT_SIZE, MODES, system_prompt
@@ -56,60 +56,6 @@ MAX_SIZE = MAX_SPLIT_SIZE["eval"]  # the evaluation split's largest size
 ITEMS = ("split", "reference")
 _WORD = re.compile(r"^\w+$")
 _URL = re.compile(r"^https?://")
-
-
-# ---- values no type check covers
-
-
-def _text(where: str, value: Any) -> str:
-    if not isinstance(value, str) or not value:
-        raise ConfigError(f"{where}: {value!r} is not a non-empty string; set one")
-    return value
-
-
-def _maybe_text(where: str, value: Any) -> str | None:
-    return None if value is None else _text(where, value)
-
-
-def _above_zero(where: str, value: Any, high: float) -> float:
-    """A number in ``(0, high]`` (``option``'s limits are closed: 0 itself must fail here)."""
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or not 0 < value <= high:
-        raise ConfigError(f"{where}: {value!r} is not a number in (0, {high}]; set one")
-    return float(value)
-
-
-def _dataset_names(where: str, value: Any) -> list[str]:
-    if not isinstance(value, list):
-        raise ConfigError(f"{where}: {value!r} is not a list of dataset names")
-    for i, name in enumerate(value):
-        if name not in DATASETS:
-            raise dataset_name_error(f"{where}[{i}]", str(name))
-    return list(value)
-
-
-def _run_name(where: str, value: Any) -> str | None:
-    name = _maybe_text(where, value)
-    if name is not None and ("/" in name or name in (".", "..")):
-        raise ConfigError(f"{where}: {name!r} must be a plain folder name, without '/'")
-    return name
-
-
-def _parse(cls: type, data: Any, where: str, shape: str, skip: tuple[str, ...] = ()) -> Any:
-    """``parse_section`` for one entry of this file, which has required fields and may leave some blank.
-
-    A key in ``cls.NULL_MEANS_DEFAULT`` set to null (a blank YAML value) takes its default, as in
-    reasoning-gym's files; a required key that is absent goes to its parser as None, and the parser says
-    what it needs.
-    """
-    if not isinstance(data, dict):
-        raise ConfigError(f"{where or 'config'}: expected {shape}, got {data!r}")
-    blank = getattr(cls, "NULL_MEANS_DEFAULT", ())
-    values = {key: value for key, value in data.items() if value is not None or key not in blank}
-    for f in dataclasses.fields(cls):
-        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            values.setdefault(f.name, None)
-    return parse_section(cls, values, where, skip=skip)
 
 
 # ---- the declarations
@@ -127,7 +73,7 @@ class DatasetEntry:
 
     dataset: str = option(
         help="a reasoning-gym dataset (a key of reasoning_gym.factory.DATASETS), or any name with a source",
-        parse=_text,
+        parse=text,
     )
     size: int = option(100, "how many items", low=1, high=MAX_SIZE)
     seed: int = option(
@@ -182,21 +128,22 @@ def _datasets(where: str, value: Any) -> list[DatasetEntry]:
     if not isinstance(value, list) or not value:
         raise ConfigError(f"{where}: needs a list of {{dataset, size, seed, params}}; add at least one")
     shape = "{dataset, size, seed, params}"
-    return [_parse(DatasetEntry, data, f"{where}[{j}]", shape) for j, data in enumerate(value)]
+    return [parse_entry(DatasetEntry, data, f"{where}[{j}]", shape) for j, data in enumerate(value)]
 
 
 @dataclass
 class CategoryEntry:
     """A named group of datasets."""
 
-    category: str = option(help="a label for reports (it need not be reasoning-gym's category)", parse=_text)
+    category: str = option(help="a label for reports (it need not be reasoning-gym's category)", parse=text)
     datasets: list[DatasetEntry] = option(help="the datasets to evaluate under this label", parse=_datasets)
 
 
 def _categories(where: str, value: Any) -> list[CategoryEntry]:
     if not isinstance(value, list) or not value:
         raise ConfigError(f"{where}: needs a list of {{category, datasets}}; add at least one")
-    categories = [_parse(CategoryEntry, data, f"{where}[{i}]", "{category, datasets}") for i, data in enumerate(value)]
+    shape = "{category, datasets}"
+    categories = [parse_entry(CategoryEntry, data, f"{where}[{i}]", shape) for i, data in enumerate(value)]
     seen = set()
     for i, category in enumerate(categories):
         for j, entry in enumerate(category.datasets):
@@ -221,11 +168,13 @@ class EvalConfig:
     ``name`` is not a YAML key: :func:`load_config` sets it to the config file's stem.
     """
 
-    NULL_MEANS_DEFAULT: ClassVar[tuple[str, ...]] = ("dtype", "developer_role", "math_datasets", "engine_kwargs")
+    NULL_MEANS_DEFAULT: ClassVar[tuple[str, ...]] = (
+        "dtype", "developer_role", "math_datasets", "engine_kwargs", "decoding"
+    )  # fmt: skip
 
     model_path: str = option(
         help="local model folder or hub id; for openai, the served model name unless served_model_name is set",
-        parse=_text,
+        parse=text,
         doc_default="required",
     )
     categories: list[CategoryEntry] = option(
@@ -246,42 +195,45 @@ class EvalConfig:
     )
     max_tokens: int = option(2048, "response budget in tokens", low=1, high=10**7)
     temperature: float = option(0.6, "sampling temperature; 0 is greedy", low=0.0, high=100.0)
-    top_p: float = option(0.9, "nucleus sampling mass, in (0, 1]", parse=partial(_above_zero, high=1.0))
+    top_p: float = option(0.9, "nucleus sampling mass, in (0, 1]", parse=partial(above_zero, high=1.0))
     dtype: str = option("auto", "weights dtype of the local backends", choices=DTYPES, noun="dtype")
     developer_prompt: str | None = option(
-        None, "a key of reasoning-gym's SYSTEM_PROMPTS or literal text; none: no system message", parse=_maybe_text
+        None, "a key of reasoning-gym's SYSTEM_PROMPTS or literal text; none: no system message", parse=maybe_text
     )
     developer_role: str = option("system", "the role of the developer prompt's message", choices=ROLES, noun="role")
     eval_repeats: int = option(1, "completions sampled per item (the n of pass@k)", low=1, high=10**4)
-    output_dir: str = option("results", "runs go to output_dir/<run name>/", parse=_text)
+    output_dir: str = option("results", "runs go to output_dir/<run name>/", parse=text)
     save_metadata: bool = option(True, "write the run's metadata into results.json")
     save_full_results: bool = option(True, "write every item's completions into results.json")
     backend: str | None = option(
         None, "vllm, hf or openai", choices=tuple(BACKENDS), noun="backend", doc_default="vllm if importable, else hf"
     )
     base_url: str | None = option(
-        None, "the OpenAI-compatible server (openai), e.g. http://localhost:8000/v1", parse=_maybe_text
+        None, "the OpenAI-compatible server (openai), e.g. http://localhost:8000/v1", parse=maybe_text
     )
     api_key_env: str | None = option(
-        None, "environment variable holding the API key; none: OPENAI_API_KEY if set, else no key", parse=_maybe_text
+        None, "environment variable holding the API key; none: OPENAI_API_KEY if set, else no key", parse=maybe_text
     )
     served_model_name: str | None = option(
-        None, "the model field of openai requests", parse=_maybe_text, doc_default="model_path"
+        None, "the model field of openai requests", parse=maybe_text, doc_default="model_path"
     )
     k_values: list[int] | None = option(
         None, "the k of pass@k, mean@k and maj@k, each in [1, eval_repeats]", doc_default="1, 2, 4, …, eval_repeats"
     )
     scoring_mode: str = option("lenient", "the extraction behind score and accuracy", choices=MODES, noun="mode")
-    math_datasets: list[str] = option([], "datasets scored by math-verify's equivalence", parse=_dataset_names)
+    math_datasets: list[str] = option([], "datasets scored by math-verify's equivalence", parse=dataset_names)
+    decoding: DecodingConfig = option(
+        DecodingConfig, "how completions are chosen: sample, or OREO's value_beam or value_rerank (see Decoding)"
+    )
     batch_size: int = option(8, "prompts per generate call of the hf backend", low=1, high=10**6)
     concurrency: int = option(8, "openai requests in flight at once", low=1, high=10**4)
     max_retries: int = option(4, "retries of a failed openai request (connection errors, 429, 5xx)", low=0, high=100)
     retry_backoff: float = option(1.0, "seconds before the first retry, doubled for each next", low=0.0, high=3600.0)
-    request_timeout: float = option(600.0, "seconds one openai request may take", parse=partial(_above_zero, high=1e6))
+    request_timeout: float = option(600.0, "seconds one openai request may take", parse=partial(above_zero, high=1e6))
     save_every: int = option(0, "prompts between two saves of results; 0: the backend's default", low=0, high=10**9)
-    device: str = option("auto", "hf only: auto (cuda if available, else cpu), cpu, cuda, cuda:1, ...", parse=_text)
+    device: str = option("auto", "hf only: auto (cuda if available, else cpu), cpu, cuda, cuda:1, ...", parse=text)
     engine_kwargs: dict = option({}, "extra keyword arguments of vllm.LLM or from_pretrained (hf)")
-    run_name: str | None = option(None, "the run folder's name", parse=_run_name, doc_default="<config>_<timestamp>")
+    run_name: str | None = option(None, "the run folder's name", parse=run_name, doc_default="<config>_<timestamp>")
     name: str = option("eval", "the config file's stem (set by load_config, not a YAML key)")
 
     @property
@@ -301,6 +253,7 @@ class EvalConfig:
             )
         self.backend = self.backend or default_backend()
         self.k_values = self._checked_k_values()
+        self.decoding.check_for(self.backend, self.eval_repeats)
         if self.backend == "openai":
             if not self.base_url:
                 raise ConfigError(
@@ -329,7 +282,7 @@ def parse_config(data: Any, name: str = "eval") -> EvalConfig:
     Raises:
         ConfigError: On the first bad field.
     """
-    config = _parse(EvalConfig, data, "", "a mapping of fields", skip=("name",))
+    config = parse_entry(EvalConfig, data, "", "a mapping of fields", skip=("name",))
     config.name = name
     return config
 
@@ -348,7 +301,8 @@ def load_config(path: str | os.PathLike, **overrides: Any) -> EvalConfig:
     Args:
         path: the YAML file.
         **overrides: top-level fields to replace before validation (``None`` values are ignored),
-            plus ``category``: keep only the categories with this label.
+            plus ``category``: keep only the categories with this label, and ``decoding``: a dict of
+            ``decoding`` fields to replace.
 
     Raises:
         ConfigError: If the file is missing or unreadable, or a field is bad; the message starts
@@ -362,6 +316,9 @@ def load_config(path: str | os.PathLike, **overrides: Any) -> EvalConfig:
     except (OmegaConfBaseException, ValueError) as error:  # YAML syntax, a failed interpolation
         raise ConfigError(f"{path}: cannot read the config: {error}") from None
     category = overrides.pop("category", None)
+    decoding = overrides.pop("decoding", None)  # fields of the decoding section (--decoding, --value-model)
+    if isinstance(data, dict) and decoding:
+        data["decoding"] = {**(data.get("decoding") or {}), **decoding}
     if isinstance(data, dict):
         data.update({key: value for key, value in overrides.items() if value is not None})
         if overrides.get("items") is not None:  # --items replaces every entry's items, not only the default
@@ -393,6 +350,8 @@ def check_runtime(config: EvalConfig) -> None:
         raise ConfigError("backend: 'vllm' is not installed here; install vllm (GPU machines) or set backend: hf")
     if config.backend in ("vllm", "hf"):
         check_model_path("model_path", config.model_path)
+    if config.decoding.mode != "sample":
+        check_value_model(config.decoding.value_model, config.model_path)
     if config.backend == "openai" and config.api_key_env and not os.environ.get(config.api_key_env):
         raise ConfigError(
             f"api_key_env: environment variable {config.api_key_env!r} is not set; export it with the API key"

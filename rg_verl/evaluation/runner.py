@@ -12,6 +12,7 @@ before any model loads, and each dataset's report counts its items among them.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import json
 import logging
@@ -43,7 +44,7 @@ ITEMS_FILE = "items.jsonl"
 # fields that must not change between a run and its --resume: they change what an item's record means
 FINGERPRINT_FIELDS = (
     "model_path", "max_tokens", "temperature", "top_p", "eval_repeats", "developer_prompt", "developer_role",
-    "scoring_mode", "math_datasets",
+    "scoring_mode", "math_datasets", "decoding",
 )  # fmt: skip
 
 
@@ -98,9 +99,14 @@ def score_item(dataset: EvalDataset, index: int, item: dict, completions: list[C
     }
 
 
+def _plain(value):
+    """A setting as run.json stores it (a section as its dict of fields)."""
+    return dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
+
+
 def _fingerprint(config: EvalConfig, datasets: list[EvalDataset]) -> dict:
     return {
-        "settings": {name: getattr(config, name) for name in FINGERPRINT_FIELDS},
+        "settings": {name: _plain(getattr(config, name)) for name in FINGERPRINT_FIELDS},
         "datasets": {ds.key: {"seed": ds.entry.seed, "params": ds.entry.params} for ds in datasets},
     }
 
@@ -226,6 +232,7 @@ def _metadata(config: EvalConfig, created: str, duration_s: float) -> dict:
         "eval_repeats": config.eval_repeats,
         "k_values": config.k_values,
         "scoring_mode": config.scoring_mode,
+        "decoding": _plain(config.decoding),
         "developer_prompt": config.developer_prompt,
         "developer_role": config.developer_role,
         "dtype": config.dtype,

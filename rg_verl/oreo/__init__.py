@@ -7,5 +7,5 @@
 - ``config``, ``launch``, ``trainer``, ``checkpoints``: ``train_oreo.py`` on two verl ``TrainingWorker``s;
 - ``metrics``: the value model's AUC at predicting success; ``cli``: ``rg-verl oreo collect|train``;
 - ``beam``: value-guided step beam search and best-of-K over callables; ``search_hf``: their transformers step
-  expander and value scorer (the search itself is not yet an evaluator decoding mode).
+  expander and value scorer, which the evaluator's ``decoding`` modes run (``rg_verl.evaluation.decoding``).
 """

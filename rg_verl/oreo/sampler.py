@@ -49,7 +49,14 @@ class Sampler:
     ``backend`` is a ready backend, else ``load()`` makes one when a shard first needs it."""
 
     def __init__(
-        self, manifest: dict, settings: Any, out: Path, tokenizer: Any, backend: Any = None, *, load: Callable | None = None
+        self,
+        manifest: dict,
+        settings: Any,
+        out: Path,
+        tokenizer: Any,
+        backend: Any = None,
+        *,
+        load: Callable | None = None,
     ):
         self.manifest, self.settings, self.out, self.backend, self.load = manifest, settings, out, backend, load
         self.tokenizer = tokenizer

@@ -32,8 +32,7 @@ from typing import Any
 import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
 
-from rg_verl.evaluation.backends.hf import batch_seed
-from rg_verl.generation import eos_token_ids
+from rg_verl.generation import batch_seed, eos_token_ids
 
 __all__ = ["HFStepExpander", "HFValueScorer", "delimiter_token_ids"]
 
@@ -76,7 +75,7 @@ class HFStepExpander:
         temperature, top_p: sampling as in the ``hf`` evaluation backend (top_k off); temperature 0 is
             greedy, and its ``k`` continuations are copies of one.
         seed: with sampling, torch's global generator is seeded before call n from (seed, n)
-            (``rg_verl.evaluation.backends.hf.batch_seed``), so the same calls give the same steps.
+            (``rg_verl.generation.batch_seed``), so the same calls give the same steps.
         eos_ids: the ids that end a response; default ``rg_verl.generation.eos_token_ids(model, tokenizer)``.
         max_tokens: the most response tokens in all (the total budget); a step that reaches it is finished.
     """

@@ -6,6 +6,7 @@ Synthetic trajectories (tests/oreo_helpers.py) carry the plumbing; the learning 
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import pytest
 import torch
 
 from rg_verl.checkpoint.cli import main as convert
+from rg_verl.evaluation.cli import main as evaluate_main
 from rg_verl.grpo.reward_curve import read_metrics
 from tests.helpers import REPO
 from tests.oreo_helpers import run_train_oreo, untied_copy, write_synthetic_trajectories
@@ -174,6 +176,14 @@ def test_the_readme_smoke_commands_collect_train_convert_and_resume(tmp_path, mo
     step = tmp_path / "outputs" / "oreo_smoke" / "global_step_2"
     for role in ("actor", "critic"):
         assert convert([str(step / role), str(tmp_path / f"{role}_hf"), "--verify"]) == 0
+    for mode in ("value_beam", "value_rerank"):  # the README's value-guided evaluation of the converted pair
+        assert evaluate_main([
+            "--config", str(REPO / "evaluation" / "configs" / "smoke.yaml"), "--backend", "hf", "--device", "cpu",
+            "--model-path", str(tmp_path / "actor_hf"), "--decoding", mode, "--value-model",
+            str(tmp_path / "critic_hf"), "--output-dir", str(tmp_path / "eval"), "--run-name", mode,
+        ]) == 0  # fmt: skip
+        results = json.loads((tmp_path / "eval" / mode / "results.json").read_text())
+        assert results["metadata"]["decoding"]["mode"] == mode and results["metrics"]["num_items"] > 0
     again = tmp_path / "again.jsonl"
     run_train_oreo(tmp_path, "trainer.logger=[console,file]", "trainer.total_training_steps=3",
                    env={**env, "VERL_FILE_LOGGER_PATH": str(again)})  # fmt: skip

@@ -11,6 +11,9 @@ A backend turns chat prompts into completions::
 - ``openai``: any OpenAI-compatible server (``vllm serve``, a hosted API): concurrent requests,
   a bound on how many are in flight, retries with exponential backoff.
 
+With ``decoding.mode`` ``value_beam`` or ``value_rerank`` (OREO's value-guided search), ``create_backend``
+builds :class:`~rg_verl.evaluation.backends.search.ValueSearchBackend`: the hf policy and a value model.
+
 To add a backend: subclass :class:`Backend` in a module here, with ``__init__(self, config: EvalConfig)``
 and ``generate(...)`` (and ``close()`` or ``default_save_every(config)`` where the defaults do not fit);
 import it below and add it to :data:`BACKENDS`, the one list of backend names (the config and the
@@ -23,6 +26,7 @@ from __future__ import annotations
 from rg_verl.evaluation.backends.base import Backend, Completion, Sampling
 from rg_verl.evaluation.backends.hf import HFBackend
 from rg_verl.evaluation.backends.openai import OpenAIBackend
+from rg_verl.evaluation.backends.search import ValueSearchBackend
 from rg_verl.evaluation.backends.vllm import VLLMBackend
 
 __all__ = ["BACKENDS", "Backend", "Completion", "Sampling", "create_backend", "backend_class"]
@@ -46,5 +50,9 @@ def backend_class(name: str) -> type[Backend]:
 
 
 def create_backend(config) -> Backend:
-    """Builds (and loads the model of) the backend that ``config.backend`` names."""
+    """Builds (and loads the model of) the backend that ``config.backend`` names; with a value mode in
+    ``config.decoding`` (an evaluation config), the hf policy with its value model beside it."""
+    decoding = getattr(config, "decoding", None)
+    if decoding is not None and decoding.mode != "sample":
+        return ValueSearchBackend(config)
     return backend_class(config.backend)(config)

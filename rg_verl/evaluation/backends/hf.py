@@ -9,7 +9,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from rg_verl.evaluation.backends.base import Backend, Completion, Messages, Sampling
-from rg_verl.generation import eos_token_ids, response_length
+from rg_verl.generation import batch_seed, eos_token_ids, response_length
 
 __all__ = ["HFBackend", "batch_seed", "prompt_token_ids"]
 
@@ -28,11 +28,6 @@ def prompt_token_ids(tokenizer: Any, messages: Messages, chat_template_kwargs: M
     if isinstance(ids, Mapping):  # transformers 5 answers a BatchEncoding
         ids = ids["input_ids"]
     return [int(i) for i in ids]
-
-
-def batch_seed(seed: int, number: int) -> int:
-    """The torch seed of batch ``number`` of a ``generate`` call with ``Sampling.seed`` = ``seed``."""
-    return (seed * 1_000_003 + number) % 2**31
 
 
 class HFBackend(Backend):
