@@ -10,7 +10,8 @@ synthetic trajectories (``--batch`` rows, ``--response`` response tokens, a chat
   no-grad values, the actor's update, the critic's update: two models, each a forward and a backward, plus
   one no-grad forward);
 * SFT: a verl ``TrainingWorker`` of the same model with verl's own ``sft_loss`` on the same rows, the same
-  engine settings and micro-batch size (one model, a forward and a backward).
+  engine settings and micro-batch size (one model, a forward and a backward). Both steps start from the
+  trajectories: the time to make their engine batches counts on both sides.
 
 The two alternate for ``--steps`` rounds after one warm-up round each (which runs first alternates too); the
 median of the per-round ratios is reported, with the lowest and highest. The floor is about 2.0x (two models
@@ -116,10 +117,10 @@ def bench_step(args: argparse.Namespace, root: Path) -> dict[str, float]:
         trainer.step(reference)
         return time.perf_counter() - started
 
-    def sft_step() -> float:
+    def sft_step() -> float:  # from the trajectories, as the OREO step starts: its batch made, then trained
+        started = time.perf_counter()
         batch = trainer._batch(items, starts, global_batch=len(items))
         tu.assign_non_tensor(batch, update_lr_scheduler=True)
-        started = time.perf_counter()
         sft.train_batch(batch)
         return time.perf_counter() - started
 

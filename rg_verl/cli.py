@@ -8,6 +8,7 @@
     rg-verl migrate-config OLD.yaml -o NEW.yaml [--overwrite]   # a reasoning-gym training config -> ours
     rg-verl oreo collect --config-path DIR --config-name NAME --out DIR ...  # utils/collect_trajectories.py
     rg-verl oreo train   [--config-path DIR] [--config-name NAME] [key=value ...]  # train_oreo.py
+    rg-verl oreo rft     --trajectories DIR --model-path M --out DIR [key=value ...]  # the RFT baseline
 
 A subcommand's module is imported only when it runs, so ``rg-verl --help`` answers at once.
 """
@@ -33,7 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "rg_verl.migrate",
         "a config of reasoning-gym's training scripts -> an rg-verl config, and what has no equivalent",
     ),
-    "oreo": ("rg_verl.oreo.cli", "OREO: collect scored trajectories, then train a policy and a value model"),
+    "oreo": ("rg_verl.oreo.cli", "OREO: collect scored trajectories, train a policy and a value model; RFT"),
 }
 
 

@@ -5,7 +5,8 @@
 - ``losses``: the value loss (Eq. 8) and the policy losses (Eq. 9, step level, Eq. 10) for verl's engines;
 - ``batches``: trajectories as verl engine batches; ``value_init``: the value model's starting folder;
 - ``config``, ``launch``, ``trainer``, ``checkpoints``: ``train_oreo.py`` on two verl ``TrainingWorker``s;
-- ``metrics``: the value model's AUC at predicting success; ``cli``: ``rg-verl oreo collect|train``;
+- ``metrics``: the value model's AUC at predicting success; ``cli``: ``rg-verl oreo collect|train|rft``;
+- ``sampler``: a collection's batches, scored while the next samples; ``rft``: the rejection-sampling baseline;
 - ``beam``: value-guided step beam search and best-of-K over callables; ``search_hf``: their transformers step
   expander and value scorer, which the evaluator's ``decoding`` modes run (``rg_verl.evaluation.decoding``).
 """

@@ -1,7 +1,8 @@
-"""``rg-verl oreo <collect|train>``: OREO's two steps, each the code of its script.
+"""``rg-verl oreo <collect|train|rft>``: OREO's two steps, each the code of its script, and its baseline.
 
 rg-verl oreo collect --config-path DIR --config-name NAME --out DIR [--samples K] ...  # utils/collect_trajectories.py
 rg-verl oreo train [--config-path DIR] [--config-name NAME] [key=value ...]            # train_oreo.py
+rg-verl oreo rft --trajectories DIR --model-path M --out DIR [key=value ...]         # the RFT baseline
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Sequence
 SUBCOMMANDS = {
     "collect": ("rg_verl.oreo.collect", "sample and score K completions per item of a training config"),
     "train": ("rg_verl.oreo.launch", "train a policy and a value model with OREO (as train_oreo.py)"),
+    "rft": ("rg_verl.oreo.rft", "rejection-sampling fine-tuning: verl's SFT trainer on the correct trajectories"),
 }
 
 
@@ -21,7 +23,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in SUBCOMMANDS:
         listing = "\n".join(f"  {name:<8} {summary}" for name, (_, summary) in SUBCOMMANDS.items())
-        print(f"usage: rg-verl oreo <collect|train> [args]\n\ncommands:\n{listing}", file=sys.stderr)
+        print(f"usage: rg-verl oreo <collect|train|rft> [args]\n\ncommands:\n{listing}", file=sys.stderr)
         return 0 if argv and argv[0] in ("-h", "--help") else 2
     module = importlib.import_module(SUBCOMMANDS[argv[0]][0])
     return module.main(argv[1:], prog=f"rg-verl oreo {argv[0]}") or 0

@@ -43,8 +43,10 @@ def delimiter_token_ids(tokenizer: Any, delimiters: Sequence[str]) -> frozenset[
     """The ids of the tokenizer's tokens whose text, decoded alone, holds one of ``delimiters``."""
     if any(not d for d in delimiters):
         raise ValueError(f"delimiters: {list(delimiters)!r} holds an empty string, which every text holds; drop it")
-    ids = range(len(tokenizer))
-    return frozenset(i for i in ids if any(d in tokenizer.decode([i]) for d in delimiters))
+    if not delimiters:
+        return frozenset()
+    texts = tokenizer.batch_decode([[i] for i in range(len(tokenizer))])  # the whole vocabulary: once per search
+    return frozenset(i for i, text in enumerate(texts) if any(d in text for d in delimiters))
 
 
 class _StopAfter(StoppingCriteria):
@@ -78,6 +80,8 @@ class HFStepExpander:
             (``rg_verl.generation.batch_seed``), so the same calls give the same steps.
         eos_ids: the ids that end a response; default ``rg_verl.generation.eos_token_ids(model, tokenizer)``.
         max_tokens: the most response tokens in all (the total budget); a step that reaches it is finished.
+        delimiter_ids: :func:`delimiter_token_ids` of ``delimiters``, where the caller keeps them (finding them
+            decodes the whole vocabulary).
     """
 
     def __init__(
@@ -91,6 +95,7 @@ class HFStepExpander:
         seed: int | None = None,
         eos_ids: Collection[int] | None = None,
         max_tokens: int | None = None,
+        delimiter_ids: Collection[int] | None = None,
     ):
         if step_max_tokens < 1:
             raise ValueError(f"step_max_tokens: {step_max_tokens} is below 1; allow a step at least one token")
@@ -100,12 +105,15 @@ class HFStepExpander:
             raise ValueError(f"temperature {temperature}, top_p {top_p}: need temperature >= 0 and 0 < top_p <= 1")
         self.model = model.eval()
         self.eos_ids = frozenset(eos_token_ids(model, tokenizer) if eos_ids is None else eos_ids)
-        self.delimiter_ids = delimiter_token_ids(tokenizer, delimiters)
+        if delimiter_ids is None:
+            delimiter_ids = delimiter_token_ids(tokenizer, delimiters)
+        self.delimiter_ids = frozenset(delimiter_ids)
         pad = tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else min(self.eos_ids, default=0)
         self.step_max_tokens, self.max_tokens = step_max_tokens, max_tokens
         self.temperature, self.top_p, self.seed = temperature, top_p, seed
         self.calls = 0
+        self.continuations = self.tokens = 0  # made so far, and their tokens
 
     def bind(self, prompt_ids: Sequence[Sequence[int]]):
         """The ``expand(requests, k)`` callable of ``value_beam`` for these prompts (prompt index → ids)."""
@@ -132,6 +140,8 @@ class HFStepExpander:
         samples = self._generate(rows, max(budgets[i] for i in todo), k)
         for i, row_samples in zip(todo, samples, strict=True):
             out[i] = [self._cut(sample, budgets[i], len(requests[i][1])) for sample in row_samples]
+            self.continuations += k
+            self.tokens += sum(len(new) for new, _ in out[i])
         return out
 
     def _cut(self, tokens: Sequence[int], budget: int, state_length: int) -> tuple[tuple[int, ...], bool]:

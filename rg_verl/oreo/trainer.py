@@ -40,7 +40,7 @@ from verl.workers.utils.padding import no_padding_2_padding
 
 from rg_verl.atomic import write_atomic
 from rg_verl.oreo import checkpoints
-from rg_verl.oreo.batches import BatchPlan, chunks, engine_batch, step_starts, unbind_responses
+from rg_verl.oreo.batches import BatchPlan, chunks, engine_batch, sequence_tensors, step_starts, unbind_responses
 from rg_verl.oreo.config import OreoSettings, verl_sections, world_size
 from rg_verl.oreo.losses import OreoLossConfig, oreo_policy_loss, oreo_value_loss
 from rg_verl.oreo.metrics import per_group_means, roc_auc
@@ -192,11 +192,12 @@ class OreoTrainer:
             "max_token_len_per_gpu": data.max_length,
         }
 
-    def _batch(self, trajectories, starts, extra=None, global_batch: int | None = None):
-        return engine_batch(trajectories, starts, extra, **self._meta(global_batch or len(trajectories)))
+    def _batch(self, trajectories, starts, extra=None, global_batch: int | None = None, sequences=None):
+        meta = self._meta(global_batch or len(trajectories))
+        return engine_batch(trajectories, starts, extra, sequences, **meta)
 
-    def _infer(self, worker: TrainingWorker, key: str, trajectories, starts) -> list[torch.Tensor]:
-        batch = self._batch(trajectories, starts)
+    def _infer(self, worker: TrainingWorker, key: str, trajectories, starts, sequences=None) -> list[torch.Tensor]:
+        batch = self._batch(trajectories, starts, sequences=sequences)
         tu.assign_non_tensor(batch, compute_loss=False)
         output = worker.infer_batch(batch)
         return unbind_responses(output[key], [len(t.response_ids) for t in trajectories])
@@ -249,23 +250,24 @@ class OreoTrainer:
         epoch, indices = self.plan.step(self.global_step)
         items = [self.train[i] for i in indices]
         starts = [self.train_starts[i] for i in indices]
+        sequences = sequence_tensors(items, starts)  # the three passes' rows, made once
         extra = {
             "ref_log_prob": [reference[i] for i in indices],
-            "values": self._infer(self.critic, "values", items, starts),
+            "values": self._infer(self.critic, "values", items, starts, sequences),
         }
         metrics = {"train/epoch": float(epoch)}
         self.actor_loss.records.clear()
-        metrics.update(self._train("actor", self.actor, items, starts, extra))
+        metrics.update(self._train("actor", self.actor, items, starts, extra, sequences))
         extra["old_log_probs"] = self.actor_loss.log_probs([t.response_ids for t in items])
-        metrics.update(self._train("critic", self.critic, items, starts, extra))
+        metrics.update(self._train("critic", self.critic, items, starts, extra, sequences))
         batch = [self.train[i] for i in self.plan.batch(self.global_step)[1]]  # every rank's
         metrics["train/reward_mean"] = sum(t.reward for t in batch) / len(batch)
         for source, mean in per_group_means([t.reward for t in batch], [t.data_source for t in batch]).items():
             metrics[f"train/{source}/reward_mean"] = mean
         return metrics
 
-    def _train(self, name: str, worker: TrainingWorker, items, starts, extra) -> dict[str, float]:
-        batch = self._batch(items, starts, extra, global_batch=self.settings.data.train_batch_size)
+    def _train(self, name: str, worker: TrainingWorker, items, starts, extra, sequences=None) -> dict[str, float]:
+        batch = self._batch(items, starts, extra, global_batch=self.settings.data.train_batch_size, sequences=sequences)
         tu.assign_non_tensor(batch, update_lr_scheduler=True)
         output = worker.train_batch(batch)
         if output is None:

@@ -187,7 +187,7 @@ class Trajectory:
     """One stored completion, ready for training.
 
     ``reward`` is the selected reward column after its transform (``row[key] * mul + add``); ``accuracy``
-    is the raw accuracy column (success labels, AUC).
+    is the raw accuracy column (success labels, AUC); ``prompt`` (messages as JSON), ``response``: the texts.
     """
 
     uid: str
@@ -200,6 +200,8 @@ class Trajectory:
     reward: float
     accuracy: float
     finished: bool
+    prompt: str = ""
+    response: str = ""
 
 
 def _files(path: str | os.PathLike | Sequence[str | os.PathLike]) -> list[Path]:
@@ -281,8 +283,8 @@ def _rewards(file: Path, table: pa.Table, key: str) -> list:
 
 
 def _rows(file: Path, table: pa.Table, key: str, mul: float, add: float) -> list[Trajectory]:
-    names = ("uid", "split", "index", "sample_idx", "data_source", "prompt_ids", "response_ids", "accuracy")
-    columns = {name: table.column(name).to_pylist() for name in names + ("finished",)}
+    names = ("uid", "split", "index", "sample_idx", "data_source", "prompt_ids", "response_ids", "accuracy", "prompt")
+    columns = {name: table.column(name).to_pylist() for name in names + ("response", "finished")}
     rewards = _rewards(file, table, key)
     rows = []
     for i, raw in enumerate(rewards):
@@ -303,6 +305,7 @@ def _rows(file: Path, table: pa.Table, key: str, mul: float, add: float) -> list
                 sample_idx=int(columns["sample_idx"][i]), data_source=columns["data_source"][i],
                 prompt_ids=tuple(columns["prompt_ids"][i]), response_ids=tuple(columns["response_ids"][i]),
                 reward=reward, accuracy=float(accuracy), finished=bool(columns["finished"][i]),
+                prompt=columns["prompt"][i], response=columns["response"][i],
             )
         )  # fmt: skip
     return rows

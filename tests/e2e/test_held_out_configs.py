@@ -18,12 +18,13 @@ from tests.math_fixtures import write_math_dirs
 from tests.unit.test_shipped_configs import CONFIGS, composed, config_id
 
 # The full check (the first 10,000 training items against every validation and evaluation item) takes about
-# an hour on 2 cores: games' held-out items cost ~20 candidates of 0.25 s each. CI checks a prefix of every
-# split; RG_VERL_FULL_HELD_OUT=1 runs the full check. The small-space mix of tests/unit/data/test_dataset.py,
-# where questions really collide, runs at full size in CI.
+# two hours on 2 cores: games' held-out items cost ~20 candidates of 0.25 s each. CI checks a prefix of every
+# split (each generated item's question is also checked to lie in its split's share, the property that keeps
+# splits apart); RG_VERL_FULL_HELD_OUT=1 runs the full check, which every shipped config passed. The
+# small-space mix of tests/unit/data/test_dataset.py, where questions really collide, runs at full size in CI.
 FULL = os.environ.get("RG_VERL_FULL_HELD_OUT") == "1"
-TRAIN_ITEMS = 10_000 if FULL else 1_000
-HELD_OUT_ITEMS = None if FULL else 10
+TRAIN_ITEMS = 10_000 if FULL else 400
+HELD_OUT_ITEMS = None if FULL else 6
 
 
 def questions(config, split: str, count: int) -> tuple[set[str], set[str]]:

@@ -163,8 +163,9 @@ def test_both_models_convert_and_give_the_engines_numbers(tmp_path, trajectories
 
 
 def test_the_readme_smoke_commands_collect_train_convert_and_resume(tmp_path, model):
-    """configs/oreo/smoke_cpu.yaml as the README runs it: collect, train two steps, convert both models; a
-    second run with one more step resumes at step 3."""
+    """configs/oreo/smoke_cpu.yaml as the README runs it: collect, train two steps, convert both models,
+    evaluate them with value-guided decoding, fine-tune the RFT baseline on the same trajectories and convert
+    it; a second run with one more step resumes at step 3."""
     from tests.oreo_helpers import collect
 
     env = {"RG_VERL_OUTPUT": str(tmp_path / "outputs"), "RG_VERL_LEARN_MODEL": str(tmp_path / "warm")}
@@ -184,6 +185,13 @@ def test_the_readme_smoke_commands_collect_train_convert_and_resume(tmp_path, mo
         ]) == 0  # fmt: skip
         results = json.loads((tmp_path / "eval" / mode / "results.json").read_text())
         assert results["metadata"]["decoding"]["mode"] == mode and results["metrics"]["num_items"] > 0
+    rft = subprocess.run([  # the baseline on the same trajectories: verl's SFT trainer on the rows scoring 1
+        sys.executable, "-m", "rg_verl.cli", "oreo", "rft", "--trajectories", str(trajectories / "train"),
+        "--model-path", str(tmp_path / "warm"), "--out", str(tmp_path / "rft"), "--device", "cpu", "--reward-key",
+        "score", "data.train_batch_size=4", "data.micro_batch_size_per_gpu=2", "trainer.total_training_steps=2",
+    ], cwd=tmp_path, capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert rft.returncode == 0, rft.stdout[-3000:] + rft.stderr[-3000:]
+    assert convert([str(tmp_path / "rft" / "global_step_2"), str(tmp_path / "rft_hf"), "--verify"]) == 0
     again = tmp_path / "again.jsonl"
     run_train_oreo(tmp_path, "trainer.logger=[console,file]", "trainer.total_training_steps=3",
                    env={**env, "VERL_FILE_LOGGER_PATH": str(again)})  # fmt: skip

@@ -334,6 +334,7 @@ LAZY_IMPORTS = {
     # the CPU platform imports verl and torch and registers itself with verl: a GPU run must not import it
     ("rg_verl/grpo/launch.py", "prepare", "rg_verl.cpu.platform"),
     ("rg_verl/oreo/launch.py", "prepare_process", "rg_verl.cpu.platform"),
+    ("rg_verl/oreo/rft.py", "run", "rg_verl.cpu.platform"),
     # the OREO trainer imports verl's engines, which pick the platform when imported
     ("rg_verl/oreo/launch.py", "main_task", "rg_verl.oreo.trainer"),
     # the dataset imports torch, which neither rg-verl train --help nor a rejected config needs

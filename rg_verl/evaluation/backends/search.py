@@ -17,7 +17,7 @@ from typing import Any
 from rg_verl.evaluation.backends.base import Completion, Messages, Sampling
 from rg_verl.evaluation.backends.hf import HFBackend
 from rg_verl.oreo.beam import Beam, value_beam, value_rerank
-from rg_verl.oreo.search_hf import HFStepExpander, HFValueScorer
+from rg_verl.oreo.search_hf import HFStepExpander, HFValueScorer, delimiter_token_ids
 
 __all__ = ["ValueSearchBackend"]
 
@@ -37,6 +37,8 @@ class ValueSearchBackend(HFBackend):
         ).to(self.device)
         pad = self.tokenizer.pad_token_id
         self.scorer = HFValueScorer(self.value_model, eos_ids=self.eos_ids, pad_id=pad)
+        self.delimiter_ids = delimiter_token_ids(self.tokenizer, self.decoding.step_delimiters)
+        self.searched = {"continuations": 0, "tokens": 0}  # what the searches generated so far
         logger.info("%s with value model %s", self.decoding.mode, self.decoding.value_model)
 
     def _expander(self, sampling: Sampling, whole: bool) -> Any:
@@ -46,6 +48,7 @@ class ValueSearchBackend(HFBackend):
             sampling.max_tokens if whole else decoding.step_max_tokens, temperature=sampling.temperature,
             top_p=sampling.top_p, seed=decoding.seed if sampling.seed is None else sampling.seed,
             eos_ids=self.eos_ids, max_tokens=sampling.max_tokens,
+            delimiter_ids=frozenset() if whole else self.delimiter_ids,
         )  # fmt: skip
 
     def generate(self, prompts: list[Messages], n: int, sampling: Sampling) -> list[list[Completion]]:
@@ -53,13 +56,14 @@ class ValueSearchBackend(HFBackend):
         for start in range(0, len(prompts), self.batch_size):
             ids = [self.prompt_ids(p) for p in prompts[start : start + self.batch_size]]
             decoding = self.decoding
+            expander = self._expander(sampling, whole=decoding.mode == "value_rerank")
             if decoding.mode == "value_beam":
-                expand = self._expander(sampling, whole=False).bind(ids)
-                answers = value_beam(ids, expand, self.scorer.bind(ids), beam_width=decoding.beam_width,
+                answers = value_beam(ids, expander.bind(ids), self.scorer.bind(ids), beam_width=decoding.beam_width,
                                      max_steps=decoding.max_steps, n_answers=n)  # fmt: skip
             else:
-                sample = self._expander(sampling, whole=True).bind(ids)
-                answers = value_rerank(ids, sample, self.scorer.bind(ids), k=decoding.samples, n_answers=n)
+                answers = value_rerank(ids, expander.bind(ids), self.scorer.bind(ids), k=decoding.samples, n_answers=n)
+            self.searched["continuations"] += expander.continuations
+            self.searched["tokens"] += expander.tokens
             for prompt, beams in zip(ids, answers, strict=True):
                 if len(beams) < n:  # the search ran out of candidates: its best answers, repeated
                     logger.warning("%s found %d of %d answers; repeating them", decoding.mode, len(beams), n)

@@ -43,7 +43,10 @@ def test_value_modes_build_the_search_backend(rerank):
 def test_value_rerank_answers_the_samples_best_first_by_value(rerank):
     """The same seeded samples the expander gives, ordered by the value model's score of each."""
     sampling = Sampling(max_tokens=12, temperature=1.0, top_p=1.0, seed=11)
+    before = dict(rerank.searched)
     ranked = rerank.generate([PROMPT], 6, sampling)[0]
+    assert rerank.searched["continuations"] == before["continuations"] + 6  # what the search made, counted
+    assert rerank.searched["tokens"] == before["tokens"] + sum(c.num_tokens for c in ranked)
     ids = [rerank.prompt_ids(PROMPT)]
     expander = HFStepExpander(rerank.model, rerank.tokenizer, [], 12, seed=11, eos_ids=rerank.eos_ids, max_tokens=12)
     samples = [new for new, _ in expander.expand(ids, [(0, ())], 6)[0]]

@@ -60,6 +60,18 @@ def test_delimiter_tokens_are_the_training_step_ends(policy):
     assert 0 < len(ids) < len(every)
     with pytest.raises(ValueError, match="delimiters"):
         delimiter_token_ids(tokenizer, ["\n", ""])
+    assert delimiter_token_ids(tokenizer, []) == frozenset()  # whole responses: no step ends
+
+
+def test_given_delimiter_ids_replace_the_vocabulary_scan_and_the_expander_counts_its_work(policy, prompts):
+    model, tokenizer = policy
+    ids = delimiter_token_ids(tokenizer, DELIMITERS)
+    scanned = HFStepExpander(model, tokenizer, DELIMITERS, step_max_tokens=5, seed=3, max_tokens=8)
+    given = HFStepExpander(model, tokenizer, DELIMITERS, step_max_tokens=5, seed=3, max_tokens=8, delimiter_ids=ids)
+    requests = random_requests(prompts, 4, seed=2)
+    out = scanned.expand(prompts, requests, 2)
+    assert given.delimiter_ids == scanned.delimiter_ids and given.expand(prompts, requests, 2) == out
+    assert scanned.continuations == 8 and scanned.tokens == sum(len(new) for row in out for new, _ in row)
 
 
 def test_batched_greedy_expansion_equals_one_request_at_a_time(policy, prompts):

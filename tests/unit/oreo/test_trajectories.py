@@ -76,6 +76,7 @@ def test_rows_come_back_as_trajectories_in_order(collection):
     assert first == Trajectory(
         uid="train/0", split="train", index=0, sample_idx=0, data_source="reasoning_gym/chain_sum",
         prompt_ids=(5, 6, 7), response_ids=(9, 10), reward=1.0, accuracy=1.0, finished=True,
+        prompt=json.dumps([{"role": "user", "content": "0"}]), response="xy",
     )  # fmt: skip
     assert [t.reward for t in rows[:3]] == [1.0, -1.0, -1.0]  # score * 2 - 1
     single = load_trajectories(collection / shard_name(1))
