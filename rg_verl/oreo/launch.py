@@ -27,7 +27,7 @@ from rg_verl.oreo.checkpoints import CheckpointError
 from rg_verl.oreo.config import validate
 from rg_verl.schema import ConfigError
 
-__all__ = ["main", "main_hydra_task", "main_task", "prepare_process"]
+__all__ = ["main", "main_hydra_task", "main_task", "prepare_process", "single_process_env"]
 
 DEFAULT_CONFIG_DIR = Path("configs") / "oreo"
 DEFAULT_CONFIG_NAME = "smoke_cpu"
@@ -35,18 +35,19 @@ DEFAULT_CONFIG_NAME = "smoke_cpu"
 logger = logging.getLogger(__name__)
 
 
-def _free_port() -> int:
+def single_process_env() -> None:
+    """Without torchrun's variables, this process as rank 0 of 1 (on a free local port), as torchrun would set it."""
+    if "WORLD_SIZE" in os.environ:
+        return
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port = s.getsockname()[1]
+    os.environ.update(WORLD_SIZE="1", RANK="0", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
 
 
 def prepare_process(config: DictConfig) -> None:
     """This process's distributed environment and device: torchrun's, or rank 0 of 1; the CPU platform."""
-    if "WORLD_SIZE" not in os.environ:
-        os.environ.update(
-            WORLD_SIZE="1", RANK="0", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port())
-        )
+    single_process_env()
     os.environ.setdefault("PYTHONHASHSEED", "0")
     if config.trainer.device == "cpu":
         apply_settings(config, OREO_CPU_SETTINGS)

@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rg_verl.cpu.settings import apply_settings, cpu_env
+from rg_verl.oreo.launch import single_process_env
 from rg_verl.oreo.trajectories import Trajectory, load_trajectories
 from rg_verl.schema import ConfigError
 
@@ -114,16 +115,15 @@ def run(args: argparse.Namespace, overrides: Sequence[str]) -> Path:
             "nothing to fine-tune on (choose another --reward-key or --min-reward, or collect more)"
         )
     out = Path(args.out).expanduser().absolute()
-    out.mkdir(parents=True, exist_ok=True)
     data_file = out / DATA_FILE
+    config = sft_config(args.model_path, data_file, out, overrides, args.device)
+    _checked_batch(config, len(rows))  # before anything is written
+    out.mkdir(parents=True, exist_ok=True)
     tmp = data_file.with_suffix(".tmp")
     pq.write_table(pa.Table.from_pylist(rows), tmp)
     os.replace(tmp, data_file)
-    logger.info("%d correct trajectories of %d items -> %s", len(rows), len({r["uid"] for r in rows}), data_file)
-    config = sft_config(args.model_path, data_file, out, overrides, args.device)
-    _checked_batch(config, len(rows))
-    if "WORLD_SIZE" not in os.environ:  # one process: rank 0 of 1, as torchrun would set it
-        os.environ.update(WORLD_SIZE="1", RANK="0", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT="29781")
+    logger.info("%d trajectories of %d items -> %s", len(rows), len({r["uid"] for r in rows}), data_file)
+    single_process_env()
     if args.device == "cpu":
         os.environ.update(cpu_env())
         # lazy: the CPU platform imports verl and registers itself with it; a GPU run must not import it

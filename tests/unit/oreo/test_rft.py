@@ -58,3 +58,4 @@ def test_bad_requests_fail_before_training_naming_the_fix(tmp_path, tiny_model, 
     assert "does not split into 1 ranks x data.micro_batch_size_per_gpu=2" in capsys.readouterr().err
     assert main([*base, "--out", str(tmp_path / "d"), "--reward-key", "nope"]) == 1
     assert "reward_key: 'nope' is not a reward column" in capsys.readouterr().err
+    assert not any((tmp_path / name).exists() for name in "abcd")  # refused before anything was written
