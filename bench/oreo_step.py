@@ -6,17 +6,16 @@
 ``step``: one process, one model size (a tiny Qwen2 built here with ``--hidden``/``--layers``), one batch of
 synthetic trajectories (``--batch`` rows, ``--response`` response tokens, a chat prompt):
 
-* OREO: :meth:`rg_verl.oreo.trainer.OreoTrainer.step` of ``configs/oreo/smoke_cpu.yaml`` (the critic's
-  no-grad values, the actor's update, the critic's update: two models, each a forward and a backward, plus
-  one no-grad forward);
+* OREO: :meth:`rg_verl.oreo.trainer.OreoTrainer.step` of ``configs/oreo/smoke_cpu.yaml`` (both models'
+  update, one forward and one backward of each per micro-batch: :mod:`rg_verl.oreo.joint`);
 * SFT: a verl ``TrainingWorker`` of the same model with verl's own ``sft_loss`` on the same rows, the same
   engine settings and micro-batch size (one model, a forward and a backward). Both steps start from the
   trajectories: the time to make their engine batches counts on both sides.
 
 The two alternate for ``--steps`` rounds after one warm-up round each (which runs first alternates too); the
 median of the per-round ratios is reported, with the lowest and highest. The floor is about 2.0x (two models
-to update); the no-grad critic pass adds about a third of a forward-and-backward, so about 2.3x is what this
-design can reach. Goal: <= 2.2x.
+to update; the critic's value head is smaller than the actor's vocabulary projection, so a little under).
+Goal: <= 2.2x. ``--parts`` adds the joint update's seconds alone and those of the no-grad passes it saves.
 
 ``collect``: ``--items`` training items of ``configs/smoke/learn.yaml`` with ``--samples`` samples each, on
 one hf backend (loaded once): ``rg-verl oreo collect`` (the items, generation, scoring with the training
@@ -150,21 +149,24 @@ def ratios(a: list[float], b: list[float]) -> dict[str, float]:
 
 
 def _parts(trainer, reference) -> dict[str, float]:
-    """Seconds of each pass of one OREO step, each alone: the critic's and the actor's no-grad passes (OREO's
-    own trainer runs both; this one runs only the critic's), the actor's update, the critic's update."""
+    """Seconds of one joint update alone (both models, batch made beforehand), and of the no-grad passes it
+    saves: the critic's (which driving verl's ``train_batch`` per model would need) and the actor's (which OREO's
+    own trainer runs)."""
+    from rg_verl.oreo.joint import joint_update
+
     _, indices = trainer.plan.step(trainer.global_step)
     items, starts = [trainer.train[i] for i in indices], [trainer.train_starts[i] for i in indices]
-    times, extra = {}, {"ref_log_prob": [reference[i] for i in indices]}
+    times = {}
     for name, worker, key in (("critic_infer_s", trainer.critic, "values"), ("actor_infer_s", trainer.actor,
                                                                                 "log_probs")):  # fmt: skip
         started = time.perf_counter()
-        extra["values" if key == "values" else "old_log_probs"] = trainer._infer(worker, key, items, starts)
+        trainer._infer(worker, key, items, starts)
         times[name] = time.perf_counter() - started
-    for name, role, worker in (("actor_train_s", "actor", trainer.actor), ("critic_train_s", "critic",
-                                                                            trainer.critic)):  # fmt: skip
-        started = time.perf_counter()
-        trainer._train(role, worker, items, starts, extra)
-        times[name] = time.perf_counter() - started
+    batch = trainer._batch(items, starts, {"ref_log_prob": [reference[i] for i in indices]},
+                           global_batch=trainer.settings.data.train_batch_size)  # fmt: skip
+    started = time.perf_counter()
+    joint_update(trainer.actor, trainer.critic, batch, trainer.policy_loss, trainer.value_loss)
+    times["joint_update_s"] = time.perf_counter() - started
     return times
 
 
@@ -218,7 +220,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--micro", type=int, default=8)
     parser.add_argument("--response", type=int, default=64)
     parser.add_argument("--steps", type=int, default=6)
-    parser.add_argument("--parts", action="store_true", help="also time each pass of one OREO step alone")
+    parser.add_argument("--parts", action="store_true",
+                        help="also time the joint update alone and the no-grad passes it saves")  # fmt: skip
     parser.add_argument("--items", type=int, default=32)
     parser.add_argument("--samples", type=int, default=8)
     parser.add_argument("--max-tokens", type=int, default=64)
@@ -233,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"batch {args.batch}, micro {args.micro}, {args.response} response tokens)")  # fmt: skip
             if args.parts:
                 print(
-                    "one step's passes alone: "
+                    "alone: "
                     + ", ".join(
                         f"{k} {v:.2f}" for k, v in result.items() if k.endswith("_s") and k not in ("oreo_s", "sft_s")
                     )

@@ -22,8 +22,7 @@ from verl.workers.utils.padding import response_from_nested
 from rg_verl.oreo.trajectories import Trajectory
 
 __all__ = [
-    "SEQUENCE_FIELDS", "BatchPlan", "chunks", "engine_batch", "nested", "sequence_tensors", "step_starts",
-    "unbind_responses",
+    "SEQUENCE_FIELDS", "BatchPlan", "chunks", "engine_batch", "nested", "step_starts", "unbind_responses",
 ]  # fmt: skip
 
 # the fields every row carries (the engine's, then OREO's); old_log_probs and values are added per step
@@ -70,23 +69,16 @@ def nested(rows: Sequence[torch.Tensor]) -> torch.Tensor:
     return torch.nested.as_nested_tensor(list(rows), layout=torch.jagged)
 
 
-def sequence_tensors(trajectories: Sequence[Trajectory], starts: Sequence[Sequence[float]]) -> dict[str, torch.Tensor]:
-    """:data:`SEQUENCE_FIELDS` of ``trajectories`` as nested tensors: one step's passes share them."""
-    rows = [_row(t, s) for t, s in zip(trajectories, starts, strict=True)]
-    return {name: nested([row[name] for row in rows]) for name in SEQUENCE_FIELDS}
-
-
 def engine_batch(
     trajectories: Sequence[Trajectory],
     starts: Sequence[Sequence[float]],
     extra: dict[str, Sequence[torch.Tensor]] | None = None,
-    sequences: dict[str, torch.Tensor] | None = None,
     **meta: Any,
 ) -> TensorDict:
-    """The engine batch of ``trajectories``: :data:`SEQUENCE_FIELDS` (``sequences``, their
-    :func:`sequence_tensors` where already made), plus ``extra`` response-length fields (``ref_log_prob``,
-    ``old_log_probs``, ``values``) and the non-tensor ``meta`` (``global_batch_size``, ...)."""
-    tensors = dict(sequence_tensors(trajectories, starts) if sequences is None else sequences)
+    """The engine batch of ``trajectories``: :data:`SEQUENCE_FIELDS`, plus ``extra`` response-length fields
+    (``ref_log_prob``, ``old_log_probs``, ``values``) and the non-tensor ``meta`` (``global_batch_size``, ...)."""
+    rows = [_row(t, s) for t, s in zip(trajectories, starts, strict=True)]
+    tensors = {name: nested([row[name] for row in rows]) for name in SEQUENCE_FIELDS}
     for name, values in (extra or {}).items():
         tensors[name] = nested(values)
     return tu.get_tensordict(

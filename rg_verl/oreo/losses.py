@@ -3,7 +3,7 @@
 Notation (paper §3.1): on a response of T tokens, column t of a [B, R] tensor is the state s_t before response
 token a_t; ρ_t = log π(a_t|s_t) − log πref(a_t|s_t); the reward is terminal, so R_t = R for every t.
 
-- value loss (Eq. 8): (1/T) Σ_t (V(s_t) − R_t + β Σ_{i≥t} ρ_i)², with ρ from the actor's no-grad log-probs;
+- value loss (Eq. 8): (1/T) Σ_t (V(s_t) − R_t + β Σ_{i≥t} ρ_i)², with ρ from the actor's pre-update log-probs;
 - token-level policy loss (Eq. 9): (1/T) Σ_t (V(s_t) − R_t + βρ_t + sg[β Σ_{i>t} ρ_i])², V detached, sg = stop
   gradient, so every token's gradient is 2β(V(s_t) − R_t + β Σ_{i≥t} ρ_i)/T;
 - step-level policy loss (§4.2): the same over reasoning steps k (ρ^step_k = Σ of the step's ρ), states taken at
@@ -115,7 +115,8 @@ def value_loss_terms(
     """Eq. 8 per sequence: (1/T_b) Σ_t (V(s_t) − R_t + β Σ_{i≥t} ρ_i)², ρ = old − ref.
 
     The regression target of V(s_t) is the soft return R_t − β Σ_{i≥t} ρ_i (Eq. 7). ρ is data here (the actor's
-    no-grad log-probs): no gradient flows through it, only through ``values``. Returns a [B] float32 tensor.
+    pre-update log-probs, detached): no gradient flows through it, only through ``values``. Returns a [B] float32
+    tensor.
     """
     mask = mask.bool()
     rho = _masked((old_log_probs.float() - ref_log_prob.float()).detach(), mask)
@@ -284,7 +285,7 @@ def oreo_value_loss(config: OreoLossConfig, model_output, data: TensorDict, dp_g
 def oreo_policy_loss(config: OreoLossConfig, model_output, data: TensorDict, dp_group=None):
     """The actor's loss for verl's ``language_model`` engine: the policy loss of ``config.variant`` + α × KL.
 
-    Reads log π(a_t|s_t) from ``model_output["log_probs"]`` and ``ref_log_prob``, ``values`` (the critic's no-grad
+    Reads log π(a_t|s_t) from ``model_output["log_probs"]`` and ``ref_log_prob``, ``values`` (the critic's pre-update
     values), ``returns``, ``response_mask`` (and ``step_start`` for the step variant) from the micro-batch. Both
     terms are normalised by dp_size / global_batch_size; ``oreo/policy_loss`` and ``oreo/kl`` (unweighted) are
     SUM-aggregated metrics.

@@ -8,10 +8,10 @@ One run, in order:
    (``value_model``) with the OREO value loss (``rg_verl.oreo.losses``); a checkpoint is loaded when resuming;
 4. the reference log-probs: one no-grad pass of the actor's starting weights over every trajectory, stored in
    ``<default_local_dir>/reference_log_probs.pt`` so a resumed run never recomputes them with trained weights;
-5. each step, on this rank's share of a global batch of ``data.train_batch_size`` trajectories: the critic's
-   no-grad values, one actor update on the policy loss (Eq. 9, or the step or response variant) plus α·KL, whose
-   forward also gives the pre-update log-probs, then one critic update on the value loss (Eq. 8); both updates
-   read the quantities from before either update, as OREO's trainer does (:meth:`OreoTrainer.step`);
+5. each step, on this rank's share of a global batch of ``data.train_batch_size`` trajectories: one update of
+   both models (``rg_verl.oreo.joint``): the actor on the policy loss (Eq. 9, or the step or response variant)
+   plus α·KL, the critic on the value loss (Eq. 8), each reading the other's quantities from before either
+   update, as OREO's trainer does, with one forward and one backward of each model per micro-batch;
 6. every ``trainer.test_freq`` steps, the value model's AUC at predicting success on ``data.val_files``;
    every ``trainer.save_freq`` steps and at the end, a checkpoint ``global_step_N/{actor,critic}``.
 
@@ -36,12 +36,12 @@ from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path, get_
 from verl.utils.metric import Metric
 from verl.utils.tracking import Tracking
 from verl.workers.engine_workers import TrainingWorker, TrainingWorkerConfig
-from verl.workers.utils.padding import no_padding_2_padding
 
 from rg_verl.atomic import write_atomic
 from rg_verl.oreo import checkpoints
-from rg_verl.oreo.batches import BatchPlan, chunks, engine_batch, sequence_tensors, step_starts, unbind_responses
+from rg_verl.oreo.batches import BatchPlan, chunks, engine_batch, step_starts, unbind_responses
 from rg_verl.oreo.config import OreoSettings, verl_sections, world_size
+from rg_verl.oreo.joint import joint_update
 from rg_verl.oreo.losses import OreoLossConfig, oreo_policy_loss, oreo_value_loss
 from rg_verl.oreo.metrics import per_group_means, roc_auc
 from rg_verl.oreo.trajectories import Trajectory, load_trajectories
@@ -72,36 +72,6 @@ def summarise(metrics: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-class RecordingLoss:
-    """A loss callable that also keeps, detached, the response log-probs its training forward computed.
-
-    The actor's update is a forward and a backward per micro-batch; the log-probs of that forward are the
-    pre-update ones the value loss needs (``old_log_probs``), so keeping them saves a separate no-grad pass.
-    Micro-batches come in batch order (fixed micro-batch size, no dynamic batching); :meth:`log_probs` checks
-    the kept rows against the batch's responses.
-    """
-
-    def __init__(self, loss_fn):
-        self.loss_fn = loss_fn
-        self.records: list[tuple[torch.Tensor, torch.Tensor, list[int]]] = []
-
-    def __call__(self, model_output, data, dp_group=None):
-        padded = no_padding_2_padding(model_output["log_probs"], data).detach().float().cpu()
-        responses = data["responses"]
-        self.records.append((padded, responses.values().cpu(), responses.offsets().diff().tolist()))
-        return self.loss_fn(model_output=model_output, data=data, dp_group=dp_group)
-
-    def log_probs(self, responses: list[tuple[int, ...]]) -> list[torch.Tensor]:
-        """The kept log-probs, one tensor per row of the last update's batch (whose responses are ``responses``)."""
-        kept, rows = [], []
-        for padded, values, lengths in self.records:
-            kept += [padded[b, :n] for b, n in enumerate(lengths)]
-            rows += [tuple(part.tolist()) for part in values.split(lengths)]
-        if rows != [tuple(r) for r in responses]:
-            raise RuntimeError("the actor's micro-batches came back in another order than the batch's rows")
-        return kept
-
-
 class OreoTrainer:
     """An OREO run of one composed config (checked by :func:`rg_verl.oreo.config.validate` first)."""
 
@@ -128,12 +98,13 @@ class OreoTrainer:
             alpha=settings.oreo.alpha,
             kl_type=settings.oreo.kl_type,
         )
+        self.policy_loss = partial(oreo_policy_loss, self.loss_config)
+        self.value_loss = partial(oreo_value_loss, self.loss_config)
         self.actor = self._worker("actor", "language_model", config.actor.model.path)
-        self.actor_loss = RecordingLoss(partial(oreo_policy_loss, self.loss_config))
-        self.actor.set_loss_fn(self.actor_loss)
+        self.actor.set_loss_fn(self.policy_loss)
         critic_path = self._critic_start(config.critic.model.path)
         self.critic = self._worker("critic", "value_model", critic_path)
-        self.critic.set_loss_fn(partial(oreo_value_loss, self.loss_config))
+        self.critic.set_loss_fn(self.value_loss)
         self.global_step = 0
 
     # ---- setup
@@ -192,12 +163,12 @@ class OreoTrainer:
             "max_token_len_per_gpu": data.max_length,
         }
 
-    def _batch(self, trajectories, starts, extra=None, global_batch: int | None = None, sequences=None):
+    def _batch(self, trajectories, starts, extra=None, global_batch: int | None = None):
         meta = self._meta(global_batch or len(trajectories))
-        return engine_batch(trajectories, starts, extra, sequences, **meta)
+        return engine_batch(trajectories, starts, extra, **meta)
 
-    def _infer(self, worker: TrainingWorker, key: str, trajectories, starts, sequences=None) -> list[torch.Tensor]:
-        batch = self._batch(trajectories, starts, sequences=sequences)
+    def _infer(self, worker: TrainingWorker, key: str, trajectories, starts) -> list[torch.Tensor]:
+        batch = self._batch(trajectories, starts)
         tu.assign_non_tensor(batch, compute_loss=False)
         output = worker.infer_batch(batch)
         return unbind_responses(output[key], [len(t.response_ids) for t in trajectories])
@@ -242,37 +213,23 @@ class OreoTrainer:
     def step(self, reference: list[torch.Tensor]) -> dict[str, float]:
         """One OREO update of both models on the batch of ``self.global_step``; returns its metrics.
 
-        Three passes, each model's update reading the other's quantities from before either update, as in
-        OREO's trainer: the critic's no-grad values; the actor's update (policy loss, Eq. 9), whose forward
-        also gives the pre-update log-probs; the critic's update (value loss, Eq. 8) on those log-probs. A
-        separate no-grad pass of the actor is not needed.
+        Each model's update reads the other's quantities from before either update, as in OREO's trainer, with
+        one forward and one backward of each model per micro-batch (:func:`rg_verl.oreo.joint.joint_update`).
         """
         epoch, indices = self.plan.step(self.global_step)
         items = [self.train[i] for i in indices]
         starts = [self.train_starts[i] for i in indices]
-        sequences = sequence_tensors(items, starts)  # the three passes' rows, made once
-        extra = {
-            "ref_log_prob": [reference[i] for i in indices],
-            "values": self._infer(self.critic, "values", items, starts, sequences),
-        }
+        extra = {"ref_log_prob": [reference[i] for i in indices]}
+        batch = self._batch(items, starts, extra, global_batch=self.settings.data.train_batch_size)
+        parts, _ = joint_update(self.actor, self.critic, batch, self.policy_loss, self.value_loss)
         metrics = {"train/epoch": float(epoch)}
-        self.actor_loss.records.clear()
-        metrics.update(self._train("actor", self.actor, items, starts, extra, sequences))
-        extra["old_log_probs"] = self.actor_loss.log_probs([t.response_ids for t in items])
-        metrics.update(self._train("critic", self.critic, items, starts, extra, sequences))
+        for name, part in parts.items():
+            metrics.update({k if k.startswith("oreo/") else f"{name}/{k}": v for k, v in summarise(part).items()})
         batch = [self.train[i] for i in self.plan.batch(self.global_step)[1]]  # every rank's
         metrics["train/reward_mean"] = sum(t.reward for t in batch) / len(batch)
         for source, mean in per_group_means([t.reward for t in batch], [t.data_source for t in batch]).items():
             metrics[f"train/{source}/reward_mean"] = mean
         return metrics
-
-    def _train(self, name: str, worker: TrainingWorker, items, starts, extra, sequences=None) -> dict[str, float]:
-        batch = self._batch(items, starts, extra, global_batch=self.settings.data.train_batch_size, sequences=sequences)
-        tu.assign_non_tensor(batch, update_lr_scheduler=True)
-        output = worker.train_batch(batch)
-        if output is None:
-            return {}
-        return {k if k.startswith("oreo/") else f"{name}/{k}": v for k, v in summarise(output["metrics"]).items()}
 
     def validate(self) -> dict[str, float]:
         """The value model on the held-out trajectories: its AUC at predicting success (a reward above 0, as

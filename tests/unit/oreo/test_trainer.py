@@ -39,7 +39,10 @@ def test_losses_read_log_probs_and_values_at_the_state_before_each_response_toke
     diffs = json.loads(result.read_text())
     assert diffs["actor_vs_hf"] < 1e-4, diffs
     assert diffs["critic_vs_hf"] < 1e-4, diffs
-    assert diffs["reads"] == 3 and diffs["loss_reads_vs_infer"] < 1e-5, diffs
+    assert diffs["reads"] == 4 and diffs["loss_reads_vs_infer"] < 1e-5, diffs
+    # the joint update (one forward per model per micro-batch) is the separate passes' update
+    assert diffs["weights_moved"] > 1e-4, diffs
+    assert diffs["joint_vs_separate"] < 1e-5 and diffs["metrics_vs_separate"] < 1e-4, diffs
 
 
 def test_summarise_reduces_verl_metrics():
