@@ -25,14 +25,14 @@ from omegaconf import DictConfig, OmegaConf
 from rg_verl.schema import ConfigError, check_model_path, option, parse_section, plain
 
 __all__ = [
-    "KL_TYPES", "OreoConfig", "OreoDataConfig", "OreoRewardConfig", "OreoTrainerConfig", "OreoSettings",
+    "ACTOR_INIT", "KL_TYPES", "OreoConfig", "OreoDataConfig", "OreoRewardConfig", "OreoTrainerConfig", "OreoSettings",
     "validate", "world_size",
 ]  # fmt: skip
 
 VARIANTS = ("token", "step", "response")
 # verl's kl_penalty estimators that need only the sampled tokens' log-probs
 KL_TYPES = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3")
-REFERENCES = ("actor_init",)
+ACTOR_INIT = "actor_init"
 RESUME_MODES = ("auto", "disable", "resume_path")
 
 
@@ -76,10 +76,9 @@ class OreoConfig:
         low=1,
     )
     reference: str = option(
-        "actor_init",
-        "the reference policy: actor_init (the actor's starting weights, OREO's choice)",
-        choices=REFERENCES,
-        noun="reference",
+        ACTOR_INIT,
+        "the reference policy: actor_init (the actor's starting weights, OREO's choice) or a model folder "
+        "(iterated OREO: the first round's policy for every round)",
     )
     zero_value_head: bool = option(True, "start the value head at zero, so V = 0 everywhere (OREO's choice)")
 
@@ -185,6 +184,15 @@ def _check_models(config: DictConfig, ranks: int) -> None:
             f"critic.model.path: the value model's vocabulary ({critic_vocab} tokens, {critic}) differs from the "
             f"policy's ({actor_vocab}, {actor}); start the value model from the policy's model"
         )
+    reference = config.oreo.get("reference", ACTOR_INIT)
+    if reference != ACTOR_INIT:
+        check_model_path("oreo.reference", reference)
+        reference_vocab = _model_config("oreo.reference", reference).get("vocab_size")
+        if actor_vocab is not None and reference_vocab is not None and actor_vocab != reference_vocab:
+            raise ConfigError(
+                f"oreo.reference: the reference policy's vocabulary ({reference_vocab} tokens, {reference}) differs "
+                f"from the actor's ({actor_vocab}, {actor}); use a model of the same family, or actor_init"
+            )
 
 
 def _check_batch(data: OreoDataConfig, ranks: int) -> None:

@@ -6,8 +6,9 @@ One run, in order:
 2. the value model's starting folder is written (``rg_verl.oreo.value_init``: the policy's weights, a zero head);
 3. two ``TrainingWorker``s are built: the actor (``language_model``) with the OREO policy loss and the critic
    (``value_model``) with the OREO value loss (``rg_verl.oreo.losses``); a checkpoint is loaded when resuming;
-4. the reference log-probs: one no-grad pass of the actor's starting weights over every trajectory, stored in
-   ``<default_local_dir>/reference_log_probs.pt`` so a resumed run never recomputes them with trained weights;
+4. the reference log-probs: one no-grad pass of the actor's starting weights (or of the model ``oreo.reference``
+   names) over every trajectory, stored in ``<default_local_dir>/reference_log_probs.pt`` so a resumed run never
+   recomputes them with trained weights;
 5. each step, on this rank's share of a global batch of ``data.train_batch_size`` trajectories: one update of
    both models (``rg_verl.oreo.joint``): the actor on the policy loss (Eq. 9, or the step or response variant)
    plus α·KL, the critic on the value loss (Eq. 8), each reading the other's quantities from before either
@@ -20,6 +21,7 @@ It runs in one process, or under ``torchrun`` with one process per rank (both en
 
 from __future__ import annotations
 
+import gc
 import logging
 import math
 import os
@@ -40,7 +42,7 @@ from verl.workers.engine_workers import TrainingWorker, TrainingWorkerConfig
 from rg_verl.atomic import write_atomic
 from rg_verl.oreo import checkpoints
 from rg_verl.oreo.batches import BatchPlan, chunks, engine_batch, step_starts, unbind_responses
-from rg_verl.oreo.config import OreoSettings, verl_sections, world_size
+from rg_verl.oreo.config import ACTOR_INIT, OreoSettings, verl_sections, world_size
 from rg_verl.oreo.joint import joint_update
 from rg_verl.oreo.losses import OreoLossConfig, oreo_policy_loss, oreo_value_loss
 from rg_verl.oreo.metrics import per_group_means, roc_auc
@@ -188,20 +190,28 @@ class OreoTrainer:
         return [mine[i] for i in range(len(items))]
 
     def _reference(self) -> list[torch.Tensor]:
-        """The reference log-probs of every training trajectory (computed once, then read from disk)."""
+        """The reference log-probs of every training trajectory (computed once, then read from disk): of the
+        actor's starting weights, or of the model folder ``oreo.reference`` names."""
         path = self.out / REFERENCE_FILE
-        key = checkpoints.trajectories_key(self.train)
+        source = self.settings.oreo.reference
+        key = checkpoints.trajectories_key(self.train) + ("" if source == ACTOR_INIT else f"|{Path(source).resolve()}")
         if path.is_file():
             stored = torch.load(path, weights_only=True)
             if stored.get("key") == key:
                 return stored["log_probs"]
-            logger.warning("%s was made from other trajectories; computing the reference log-probs again", path)
-        if self.global_step > 0:
+            logger.warning("%s was made from other trajectories or another reference; computing it again", path)
+        if self.global_step > 0 and source == ACTOR_INIT:
             raise RuntimeError(
                 f"{path}: the reference log-probs of this run are missing or stale, and the actor has trained since; "
                 "restore the file, or start again with trainer.resume_mode=disable"
             )
-        log_probs = self._infer_all(self.actor, "log_probs", self.train, self.train_starts)
+        if source == ACTOR_INIT:
+            log_probs = self._infer_all(self.actor, "log_probs", self.train, self.train_starts)
+        else:  # a third model for one no-grad pass, then freed
+            reference = self._worker("actor", "language_model", source)
+            log_probs = self._infer_all(reference, "log_probs", self.train, self.train_starts)
+            del reference
+            gc.collect()
         if self.rank == 0:
             self.out.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(".tmp")

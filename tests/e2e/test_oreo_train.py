@@ -231,3 +231,41 @@ def test_the_step_and_response_variants_train(tmp_path, model, trajectories, var
     assert metrics[1]["oreo/policy_loss"] == pytest.approx(metrics[1]["train/reward_mean"], abs=1e-6)  # V = 0, ρ = 0
     assert metrics[2]["oreo/kl"] > 0  # the actor moved
     assert (tmp_path / "out" / "global_step_2" / "actor").is_dir()
+
+
+def test_a_reference_model_folder_gives_the_reference_log_probs(tmp_path, model, trajectories, straight):
+    """``oreo.reference=<folder>`` (iterated OREO's fixed reference): the stored reference log-probs are that
+    model's, by a direct transformers forward, not the actor's starting weights."""
+    from transformers import AutoModelForCausalLM
+
+    from rg_verl.oreo.trajectories import load_trajectories
+
+    folder, _ = straight
+    reference = tmp_path / "trained_hf"  # the straight run's actor after 4 steps: other weights, same vocabulary
+    assert convert([str(folder / "out" / "global_step_4" / "actor"), str(reference)]) == 0
+    train(tmp_path, model, trajectories, "trainer.total_training_steps=1", f"oreo.reference={reference}")
+    stored = torch.load(tmp_path / "out" / "reference_log_probs.pt", weights_only=True)["log_probs"]
+    initial = torch.load(folder / "out" / "reference_log_probs.pt", weights_only=True)["log_probs"]
+    rows = load_trajectories(trajectories / "train", reward_key="accuracy")
+    hf = AutoModelForCausalLM.from_pretrained(reference, dtype=torch.float32).eval()
+    for t, got, start in list(zip(rows, stored, initial, strict=True))[:4]:
+        ids = torch.tensor([list(t.prompt_ids) + list(t.response_ids)])
+        with torch.no_grad():
+            logits = hf(ids).logits[0].log_softmax(-1)
+        n = len(t.prompt_ids)
+        want = logits[torch.arange(n - 1, n - 1 + len(t.response_ids)), ids[0, n:]]
+        assert torch.allclose(got, want, atol=1e-4)
+        assert not torch.allclose(got, start, atol=1e-3)
+
+
+def test_a_reference_folder_of_another_vocabulary_is_refused_before_training(tmp_path, model, trajectories):
+    from rg_verl.tiny_model import build_tiny_model
+
+    other = build_tiny_model(tmp_path / "other", vocab_size=300)
+    proc = run_train_oreo(
+        tmp_path, f"actor.model.path={model}", f"data.train_files=[{trajectories / 'train'}]", "data.val_files=[]",
+        f"trainer.default_local_dir={tmp_path / 'out'}", f"oreo.reference={other}", check=False,
+    )  # fmt: skip
+    assert proc.returncode != 0
+    assert "oreo.reference" in proc.stderr and "vocabulary" in proc.stderr, proc.stderr[-2000:]
+    assert not (tmp_path / "out" / "global_step_1").exists()
