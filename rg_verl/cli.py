@@ -9,6 +9,8 @@
     rg-verl oreo collect --config-path DIR --config-name NAME --out DIR ...  # utils/collect_trajectories.py
     rg-verl oreo train   [--config-path DIR] [--config-name NAME] [key=value ...]  # train_oreo.py
     rg-verl oreo rft     --trajectories DIR --model-path M --out DIR [key=value ...]  # the RFT baseline
+    rg-verl oreo iterate --config YAML [key=value ...]                         # iterated OREO
+    rg-verl compare      --config YAML [key=value ...]                         # GRPO vs OREO vs RFT
 
 A subcommand's module is imported only when it runs, so ``rg-verl --help`` answers at once.
 """
@@ -35,6 +37,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "a config of reasoning-gym's training scripts -> an rg-verl config, and what has no equivalent",
     ),
     "oreo": ("rg_verl.oreo.cli", "OREO: collect scored trajectories, train a policy and a value model; RFT"),
+    "compare": ("rg_verl.compare.cli", "GRPO, OREO and RFT from one model with one sample budget: a table, a plot"),
 }
 
 

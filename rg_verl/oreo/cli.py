@@ -1,8 +1,10 @@
-"""``rg-verl oreo <collect|train|rft>``: OREO's two steps, each the code of its script, and its baseline.
+"""``rg-verl oreo <collect|train|rft|iterate>``: OREO's two steps, each the code of its script, its baseline,
+and iterated OREO.
 
 rg-verl oreo collect --config-path DIR --config-name NAME --out DIR [--samples K] ...  # utils/collect_trajectories.py
 rg-verl oreo train [--config-path DIR] [--config-name NAME] [key=value ...]            # train_oreo.py
 rg-verl oreo rft --trajectories DIR --model-path M --out DIR [key=value ...]         # the RFT baseline
+rg-verl oreo iterate --config configs/compare/learn_cpu.yaml [oreo.rounds=N ...]     # iterated OREO
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ SUBCOMMANDS = {
     "collect": ("rg_verl.oreo.collect", "sample and score K completions per item of a training config"),
     "train": ("rg_verl.oreo.launch", "train a policy and a value model with OREO (as train_oreo.py)"),
     "rft": ("rg_verl.oreo.rft", "rejection-sampling fine-tuning: verl's SFT trainer on the correct trajectories"),
+    "iterate": ("rg_verl.compare.cli", "N rounds of collect, train, convert, evaluate; one table and one plot"),
 }
 
 
@@ -23,7 +26,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in SUBCOMMANDS:
         listing = "\n".join(f"  {name:<8} {summary}" for name, (_, summary) in SUBCOMMANDS.items())
-        print(f"usage: rg-verl oreo <collect|train|rft> [args]\n\ncommands:\n{listing}", file=sys.stderr)
+        print(f"usage: rg-verl oreo <collect|train|rft|iterate> [args]\n\ncommands:\n{listing}", file=sys.stderr)
         return 0 if argv and argv[0] in ("-h", "--help") else 2
     module = importlib.import_module(SUBCOMMANDS[argv[0]][0])
-    return module.main(argv[1:], prog=f"rg-verl oreo {argv[0]}") or 0
+    entry = module.main_iterate if argv[0] == "iterate" else module.main
+    return entry(argv[1:], prog=f"rg-verl oreo {argv[0]}") or 0

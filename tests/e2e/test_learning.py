@@ -92,15 +92,18 @@ def gain(values: list[float]) -> float:
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory) -> Path:
-    # built (warm start included) by the first run's launcher, reused by the second
-    return tmp_path_factory.mktemp("learn_model") / "model"
+def model_dir(learn_comparison) -> Path:
+    # the warm-started model the comparison built and started from
+    return learn_comparison[1]
 
 
 @pytest.fixture(scope="module")
-def grpo_run(tmp_path_factory, model_dir) -> tuple[Path, dict[int, dict]]:
-    workdir = tmp_path_factory.mktemp("learn_grpo")
-    return workdir, train(workdir, model_dir)
+def grpo_run(learn_comparison) -> tuple[Path, dict[int, dict]]:
+    """The GRPO run of the CPU comparison (tests/e2e/conftest.py): train_grpo.py on the learn config for its 12
+    steps, from the same model and seeds as the negated run, checkpointed at the end: (its output folder, its
+    metrics). Sharing it keeps the suite's most expensive runs to one each."""
+    grpo = learn_comparison[0] / "grpo"
+    return grpo / "train", read_metrics(grpo / "metrics.jsonl")
 
 
 @pytest.fixture(scope="module")
@@ -137,10 +140,10 @@ def test_negated_advantage_does_not_learn(grpo_run, negated_run):
 
 @pytest.mark.slow
 def test_run_draws_its_reward_curve_from_verls_metrics(grpo_run):
-    workdir, metrics = grpo_run
-    png = workdir / "out" / "reward_curve.png"
+    out, metrics = grpo_run
+    png = out / "reward_curve.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    drawn = json.loads((workdir / "out" / "reward_curve.json").read_text())
+    drawn = json.loads((out / "reward_curve.json").read_text())
     assert {int(step): value for step, value in drawn.items()} == {
         step: pytest.approx(values[REWARD]) for step, values in metrics.items()
     }

@@ -33,8 +33,11 @@ from tests.helpers import REPO
 CONFIGS_DIR = REPO / "configs"
 PACKAGE = REPO / "rg_verl"
 
-# train_grpo.py's configs; configs/oreo/ holds train_oreo.py's (tests/unit/oreo/test_config.py checks those)
-CONFIGS = sorted(p for p in CONFIGS_DIR.rglob("*.yaml") if not p.name.startswith("_") and p.parent.name != "oreo")
+# train_grpo.py's configs; configs/oreo/ holds train_oreo.py's and configs/compare/ rg-verl compare's (their own
+# tests check those: tests/unit/oreo/test_config.py, tests/unit/compare/test_config.py)
+CONFIGS = sorted(
+    p for p in CONFIGS_DIR.rglob("*.yaml") if not p.name.startswith("_") and p.parent.name not in ("oreo", "compare")
+)
 SHARED_LAYERS = sorted(p for p in CONFIGS_DIR.rglob("_*.yaml"))
 # the GPU experiments; smoke/ holds the CPU smoke config
 EXPERIMENTS = [p for p in CONFIGS if p.parent.name != "smoke"]

@@ -1,0 +1,91 @@
+"""A comparison's stages: each one of the project's own commands, run as a child process with its log in a file.
+
+A stage whose output is complete is skipped, so a stopped comparison continues where it stopped; the
+commands themselves resume too (collection ``--resume``, training ``trainer.resume_mode=auto``, the evaluator
+``--resume``). Training runs in its own process because verl's engines and Ray hold process-wide state; on GPUs
+OREO and RFT run under ``torchrun`` with ``gpus`` processes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from rg_verl.grpo.launch import repo_root
+
+__all__ = ["StageError", "Stages"]
+
+logger = logging.getLogger(__name__)
+
+TRACKER = "latest_checkpointed_iteration.txt"
+CONVERTED = "config.json"
+
+
+class StageError(RuntimeError):
+    """A stage's command failed: the message names the stage, the exit status and the log file."""
+
+
+def latest_step(folder: Path) -> int | None:
+    """The step verl's tracker file in ``folder`` names (the last complete checkpoint), or None."""
+    tracker = folder / TRACKER
+    if not tracker.is_file():
+        return None
+    text = tracker.read_text().strip()
+    return int(text) if text.isdigit() else None
+
+
+class Stages:
+    """Runs the stages of one comparison under ``out``, logging each to ``out/logs/<name>.log``."""
+
+    def __init__(self, out: Path, device: str, gpus: int = 1):
+        self.out, self.device, self.gpus = out, device, gpus
+        self.logs = out / "logs"
+        self.python = sys.executable
+
+    def run(self, name: str, command: Sequence[str], env: dict[str, str] | None = None) -> None:
+        """``command`` with its output in the stage's log; raises :class:`StageError` when it fails."""
+        self.logs.mkdir(parents=True, exist_ok=True)
+        log = self.logs / f"{name}.log"
+        logger.info("%s: %s (log: %s)", name, " ".join(command), log)
+        environ = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo_root()), os.environ.get("PYTHONPATH", "")]),
+                   **(env or {})}  # fmt: skip
+        with open(log, "a") as handle:
+            handle.write(f"$ {' '.join(command)}\n")
+            handle.flush()
+            code = subprocess.run(list(command), stdout=handle, stderr=subprocess.STDOUT, env=environ).returncode
+        if code:
+            tail = "".join(log.read_text(errors="replace").splitlines(keepends=True)[-15:])
+            raise StageError(f"stage {name} failed (exit status {code}); its log is {log}:\n{tail}")
+
+    def launcher(self) -> list[str]:
+        """The command prefix of a training process: this Python on a CPU, torchrun with ``gpus`` processes on GPUs."""
+        if self.device == "cpu":
+            return [self.python]
+        return [self.python, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={self.gpus}"]
+
+    def collect(self, name: str, out: Path, train: Sequence[str], options: Sequence[str]) -> Path:
+        """``rg-verl oreo collect`` into ``out`` (continued with ``--resume`` when begun)."""
+        if not (out / "manifest.json").is_file() or not _complete(out):
+            resume = ["--resume"] if (out / "manifest.json").is_file() else []
+            self.run(name, [self.python, "-m", "rg_verl.cli", "oreo", "collect", *train, "--out", str(out),
+                            *options, *resume])  # fmt: skip
+        return out
+
+    def convert(self, name: str, checkpoint: Path, out: Path) -> Path:
+        """``utils/load_fsdp_to_hf.py checkpoint out``, unless ``out`` already holds a converted model."""
+        if not (out / CONVERTED).is_file():
+            self.run(name, [self.python, str(repo_root() / "utils" / "load_fsdp_to_hf.py"), str(checkpoint), str(out)])
+        return out
+
+
+def _complete(collection: Path) -> bool:
+    import json
+
+    try:
+        return bool(json.loads((collection / "manifest.json").read_text()).get("complete"))
+    except (OSError, ValueError):
+        return False
