@@ -17,6 +17,7 @@ from typing import Any
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from rg_verl.evaluation.backends import BACKENDS
 from rg_verl.schema import ConfigError, option, parse_section, plain
 
 __all__ = ["DECODINGS", "METHODS", "REFERENCES", "CompareConfig", "Plan", "load", "plan"]
@@ -80,6 +81,8 @@ class CompareConfig:
     gpus: int = option(
         1, "cuda: GPUs on this node (torchrun processes for OREO and RFT, GRPO's n_gpus_per_node)", low=1
     )
+    backend: str = option("hf", "OREO's collection backend: hf, vllm (GPUs) or openai", choices=tuple(BACKENDS),
+                          noun="backend")  # fmt: skip
     budget: int = option(384, "generated samples each method trains on", low=1)
     samples: int = option(8, "OREO and RFT: completions collected per item", low=1)
     val_items: int = option(32, "held-out items collected with each round (the value model's AUC)", low=0)

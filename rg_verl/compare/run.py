@@ -38,6 +38,12 @@ def _absolute(path: str) -> str:
     return str(Path(path).expanduser().resolve())
 
 
+def _model(path: str) -> str:
+    """A local model folder made absolute (child processes run elsewhere); a hub id (org/name) as it is."""
+    local = Path(path).expanduser()
+    return str(local.resolve()) if local.exists() or local.is_absolute() else path
+
+
 @dataclass
 class Model:
     """A row of the table: a trained (or the starting) policy, its critic where it has one."""
@@ -58,8 +64,9 @@ class Comparison:
         self.train_dir = _absolute(config.train.config_path)
         train = compose(self.train_dir, config.train.config_name, config.train.overrides)
         self.plan: Plan = plan(config, train)
+        self.val_size = int(train.reasoning_gym.get("val_size") or 0)
         ensure_model(train)  # the training config's tiny model, where it builds one
-        self.start = _absolute(self.plan.start_model)
+        self.start = _model(self.plan.start_model)
         self.stages = Stages(self.out, config.device, config.gpus)
 
     def _done(self, name: str) -> bool:
@@ -81,9 +88,11 @@ class Comparison:
         config, folder = self.config, self.out / "oreo" / f"round_{r}"
         train_options = ["--config-path", self.train_dir, "--config-name", config.train.config_name,
                          *config.train.overrides]  # fmt: skip
+        if config.val_items > self.val_size:  # the held-out trajectories need that many validation items
+            train_options.append(f"reasoning_gym.val_size={config.val_items}")
         options = ["--model-path", policy.path, "--samples", str(config.samples), "--train-items",
                    str(self.plan.items_per_round), "--val-items", str(config.val_items), "--max-tokens",
-                   str(config.max_tokens), "--seed", str(config.seed + r - 1)]  # fmt: skip
+                   str(config.max_tokens), "--seed", str(config.seed + r - 1), "--backend", config.backend]  # fmt: skip
         trajectories = self.stages.collect(f"oreo_{r}_collect", folder / "trajectories", train_options, options)
         first = r == 1
         reference = "actor_init" if first or config.oreo.reference == "previous" else self.start
@@ -147,10 +156,10 @@ class Comparison:
                        str(self.out / "eval"), "--run-name", name]  # fmt: skip
             if decoding == "greedy":
                 command += ["--temperature", "0"]
-            if value_mode:
-                command += ["--decoding", decoding, "--value-model", model.critic]
-            if self.config.device == "cpu":
-                command += ["--device", "cpu"]
+            if value_mode:  # the value modes run on the hf backend, the policy and the critic side by side
+                command += ["--decoding", decoding, "--value-model", model.critic, "--backend", "hf"]
+            if self.config.device == "cpu" or value_mode:
+                command += ["--device", self.config.device]
             if run_dir.exists():
                 command.append("--resume")
             self._stage(f"eval_{name}", command)

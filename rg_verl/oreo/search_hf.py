@@ -30,11 +30,11 @@ from functools import partial
 from typing import Any
 
 import torch
-from transformers import StoppingCriteria, StoppingCriteriaList
+from transformers import DynamicCache, StoppingCriteria, StoppingCriteriaList
 
 from rg_verl.generation import batch_seed, eos_token_ids
 
-__all__ = ["HFStepExpander", "HFValueScorer", "delimiter_token_ids"]
+__all__ = ["HFStepExpander", "HFValueScorer", "PromptCache", "delimiter_token_ids"]
 
 Request = tuple[int, Sequence[int]]
 
@@ -63,6 +63,58 @@ class _StopAfter(StoppingCriteria):
 
 def _device(model: Any) -> torch.device:
     return next(model.parameters()).device
+
+
+def _left_padded(rows: Sequence[Sequence[int]], width: int, pad_id: int) -> tuple[list[list[int]], list[list[int]]]:
+    ids = [[pad_id] * (width - len(r)) + list(r) for r in rows]
+    return ids, [[0] * (width - len(r)) + [1] * len(r) for r in rows]
+
+
+class PromptCache:
+    """One model's key/value cache of every prompt of a search but its last token, computed once.
+
+    Each step of a search reads a prompt's cache instead of the prompt: a row is the cached block (the prompt
+    but its last token, left-padded to the longest) followed by a tail (the prompt's last token and the
+    state, left-padded), with one attention mask over both and positions counted over real tokens only, so
+    every real token has the position and the attention it has alone. :meth:`rows` builds a call's rows
+    and a fresh cache for them (the model appends to the cache it is given).
+    """
+
+    def __init__(self, model: Any, prompt_ids: Sequence[Sequence[int]], pad_id: int):
+        if any(len(p) < 1 for p in prompt_ids):
+            raise ValueError("prompt_ids: an empty prompt has no last token to start from")
+        self.config, self.device, self.pad_id = model.config, _device(model), pad_id
+        self.last = [p[-1] for p in prompt_ids]
+        self.width = max((len(p) - 1 for p in prompt_ids), default=0)
+        ids, mask = _left_padded([p[:-1] for p in prompt_ids], self.width, pad_id)
+        self.ids = torch.tensor(ids, dtype=torch.long, device=self.device).reshape(len(prompt_ids), self.width)
+        self.mask = torch.tensor(mask, dtype=torch.long, device=self.device).reshape(len(prompt_ids), self.width)
+        self.layers: list[tuple[torch.Tensor, torch.Tensor]] = []
+        if self.width:
+            with torch.inference_mode():  # the backbone: a token-classification head returns no cache
+                positions = _positions(self.mask)
+                cache = model.base_model(input_ids=self.ids, attention_mask=self.mask, position_ids=positions,
+                                         use_cache=True).past_key_values  # fmt: skip
+            self.layers = [(layer.keys, layer.values) for layer in cache.layers]
+
+    def rows(self, requests: Sequence[Request]) -> tuple[torch.Tensor, torch.Tensor, DynamicCache | None]:
+        """(ids, attention mask, cache) of the rows prompt + state of ``requests``: the ids are the cached
+        block then the tail, the mask covers both, the cache holds the block of each row's prompt."""
+        tails = [[self.last[p], *state] for p, state in requests]
+        tail_ids, tail_mask = _left_padded(tails, max(map(len, tails)), self.pad_id)
+        index = torch.tensor([p for p, _ in requests], dtype=torch.long, device=self.device)
+        ids = torch.cat([self.ids[index], torch.tensor(tail_ids, dtype=torch.long, device=self.device)], dim=1)
+        mask = torch.cat([self.mask[index], torch.tensor(tail_mask, dtype=torch.long, device=self.device)], dim=1)
+        if not self.layers:
+            return ids, mask, None
+        cache = DynamicCache([(k.index_select(0, index), v.index_select(0, index)) for k, v in self.layers],
+                             config=self.config)  # fmt: skip
+        return ids, mask, cache
+
+
+def _positions(mask: torch.Tensor) -> torch.Tensor:
+    """Each real token's position counted over the real tokens before it (padding anywhere is skipped)."""
+    return (mask.long().cumsum(-1) - 1).clamp(min=0)
 
 
 class HFStepExpander:
@@ -116,8 +168,10 @@ class HFStepExpander:
         self.continuations = self.tokens = 0  # made so far, and their tokens
 
     def bind(self, prompt_ids: Sequence[Sequence[int]]):
-        """The ``expand(requests, k)`` callable of ``value_beam`` for these prompts (prompt index → ids)."""
-        return partial(self.expand, [list(ids) for ids in prompt_ids])
+        """The ``expand(requests, k)`` callable of ``value_beam`` for these prompts (prompt index → ids): their
+        :class:`PromptCache` is made once, and every step reads it."""
+        prompts = [list(ids) for ids in prompt_ids]
+        return partial(self._expand, prompts, PromptCache(self.model, prompts, self.pad_id))
 
     def _budget(self, state_length: int) -> int:
         if self.max_tokens is None:
@@ -131,13 +185,16 @@ class HFStepExpander:
 
         A state with no budget left gets ``k`` empty, finished continuations without generating.
         """
+        prompts = [list(ids) for ids in prompt_ids]
+        return self._expand(prompts, PromptCache(self.model, prompts, self.pad_id), requests, k)
+
+    def _expand(self, prompt_ids, cache: PromptCache, requests: Sequence[Request], k: int):
         budgets = [self._budget(len(state)) for _, state in requests]
         out: list[list[tuple[tuple[int, ...], bool]]] = [[((), True)] * k for _ in requests]
         todo = [i for i, budget in enumerate(budgets) if budget > 0]
         if not todo:
             return out
-        rows = [list(prompt_ids[requests[i][0]]) + list(requests[i][1]) for i in todo]
-        samples = self._generate(rows, max(budgets[i] for i in todo), k)
+        samples = self._generate(cache, [requests[i] for i in todo], max(budgets[i] for i in todo), k)
         for i, row_samples in zip(todo, samples, strict=True):
             out[i] = [self._cut(sample, budgets[i], len(requests[i][1])) for sample in row_samples]
             self.continuations += k
@@ -158,33 +215,42 @@ class HFStepExpander:
         spent = self.max_tokens is not None and state_length + len(new) >= self.max_tokens
         return tuple(new), spent
 
-    def _generate(self, rows: list[list[int]], max_new_tokens: int, k: int) -> list[list[list[int]]]:
-        """``k`` sampled continuations of each row (left-padded into one ``generate`` call), padded tokens kept."""
-        device = _device(self.model)
-        width = max(map(len, rows))
-        ids = torch.tensor([[self.pad_id] * (width - len(r)) + r for r in rows], dtype=torch.long, device=device)
-        mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows], dtype=torch.long, device=device)
+    def _generate(self, cache: PromptCache, requests: Sequence[Request], max_new_tokens: int, k: int):
+        """``k`` sampled continuations of each request's row, padded tokens kept: the rows on the prompts' cache
+        are read once, all but their last token, and that cache is repeated ``k`` times for one ``generate``
+        call (which reads only the last token, then samples)."""
         greedy = self.temperature <= 0
+        copies = 1 if greedy else k
+        ids, mask, past = cache.rows(requests)
+        if past is not None and ids.shape[1] - cache.width > 1:  # the tails but their last column (a real token)
+            with torch.inference_mode():
+                self.model.base_model(input_ids=ids[:, cache.width : -1], attention_mask=mask[:, :-1],
+                                      position_ids=_positions(mask)[:, cache.width : -1], past_key_values=past,
+                                      use_cache=True)  # fmt: skip
+        if copies > 1:
+            ids, mask = ids.repeat_interleave(copies, dim=0), mask.repeat_interleave(copies, dim=0)
+            if past is not None:
+                past.batch_repeat_interleave(copies)
         options: dict[str, Any] = {"max_new_tokens": max_new_tokens, "pad_token_id": self.pad_id}
+        if past is not None:
+            options["past_key_values"] = past
         if self.eos_ids:
             options["eos_token_id"] = sorted(self.eos_ids)
         if self.delimiter_ids:
             options["stopping_criteria"] = StoppingCriteriaList([_StopAfter(self.delimiter_ids)])
         if greedy:
-            options.update(do_sample=False, num_return_sequences=1)
+            options.update(do_sample=False)
         else:
-            options.update(
-                do_sample=True, temperature=self.temperature, top_p=self.top_p, top_k=0, num_return_sequences=k
-            )
+            options.update(do_sample=True, temperature=self.temperature, top_p=self.top_p, top_k=0)
             if self.seed is not None:
                 torch.manual_seed(batch_seed(self.seed, self.calls))
         self.calls += 1
         with torch.inference_mode():
             output = self.model.generate(input_ids=ids, attention_mask=mask, **options)
-        new = output[:, width:].tolist()
+        new = output[:, ids.shape[1] :].tolist()
         if greedy:
             return [[row] * k for row in new]
-        return [new[r * k : (r + 1) * k] for r in range(len(rows))]
+        return [new[r * k : (r + 1) * k] for r in range(len(requests))]
 
 
 class HFValueScorer:
@@ -212,8 +278,10 @@ class HFValueScorer:
         self.pad_id = pad_id
 
     def bind(self, prompt_ids: Sequence[Sequence[int]]):
-        """The ``value(requests)`` callable of ``value_beam`` for these prompts (prompt index → ids)."""
-        return partial(self.values, [list(ids) for ids in prompt_ids])
+        """The ``value(requests)`` callable of ``value_beam`` for these prompts (prompt index → ids): their
+        :class:`PromptCache` is made once, and every step reads it."""
+        prompts = [list(ids) for ids in prompt_ids]
+        return partial(self._values, prompts, PromptCache(self.model, prompts, self.pad_id))
 
     def position(self, prompt_length: int, state: Sequence[int]) -> int:
         """Where V of ``state`` is read in the row prompt + state: its last token, or the one before a final
@@ -224,16 +292,23 @@ class HFValueScorer:
         return last - 1 if state and state[-1] in self.eos_ids else last
 
     def values(self, prompt_ids: Sequence[Sequence[int]], requests: Sequence[Request]) -> list[float]:
-        """V of each ``(prompt_index, state_ids)``, in one right-padded forward."""
+        """V of each ``(prompt_index, state_ids)``, in one forward over the states on the prompts' cache."""
+        prompts = [list(ids) for ids in prompt_ids]
+        return self._values(prompts, PromptCache(self.model, prompts, self.pad_id), requests)
+
+    def _values(self, prompt_ids, cache: PromptCache, requests: Sequence[Request]) -> list[float]:
         if not requests:
             return []
-        rows = [list(prompt_ids[p]) + list(state) for p, state in requests]
-        positions = [self.position(len(prompt_ids[p]), state) for p, state in requests]
-        device = _device(self.model)
-        width = max(map(len, rows))
-        ids = torch.tensor([r + [self.pad_id] * (width - len(r)) for r in rows], dtype=torch.long, device=device)
-        mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows], dtype=torch.long, device=device)
+        for p, state in requests:
+            self.position(len(prompt_ids[p]), state)  # an empty prompt is refused here
+        ids, mask, past = cache.rows(requests)
+        tail = ids[:, cache.width :]
         with torch.inference_mode():
-            logits = self.model(input_ids=ids, attention_mask=mask).logits[..., 0]
-        index = torch.tensor(positions, device=device)
-        return logits[torch.arange(len(rows), device=device), index].float().tolist()
+            logits = self.model(input_ids=tail, attention_mask=mask, position_ids=_positions(mask)[:, cache.width :],
+                                past_key_values=past, use_cache=past is not None).logits[..., 0]  # fmt: skip
+        # the tail is left-padded: a state's last token is the tail's last column (before a final end of sequence,
+        # the one before it); the empty state's is the prompt's last token, also the last column
+        last = tail.shape[1] - 1
+        columns = [last - 1 if state and state[-1] in self.eos_ids else last for _, state in requests]
+        index = torch.tensor(columns, device=tail.device)
+        return logits[torch.arange(len(requests), device=tail.device), index].float().tolist()

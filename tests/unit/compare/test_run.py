@@ -65,6 +65,7 @@ def test_rounds_chain_their_models_and_keep_the_start_as_reference(tmp_path, fak
     assert _option(commands["oreo_2_collect"], "--model-path") == str(tmp_path / "oreo" / "round_1" / "actor_hf")
     assert [_option(commands[f"oreo_{r}_collect"], "--seed") for r in (1, 2)] == ["42", "43"]
     assert _option(commands["oreo_1_collect"], "--train-items") == "24"  # 384 samples / 2 rounds / 8 per item
+    assert "reasoning_gym.val_size=32" in commands["oreo_1_collect"]  # the learn config has 8; 32 are held out
     assert _override(first, "oreo.reference") == "actor_init" and _override(first, "oreo.zero_value_head") == "true"
     assert _override(second, "oreo.reference") == start  # reference: start
     assert _override(second, "actor.model.path") == str(tmp_path / "oreo" / "round_1" / "actor_hf")

@@ -9,7 +9,7 @@ from transformers import AutoModelForCausalLM, AutoModelForTokenClassification, 
 from rg_verl.evaluation.backends.hf import prompt_token_ids
 from rg_verl.oreo.batches import step_starts, unbind_responses
 from rg_verl.oreo.beam import value_beam, value_rerank
-from rg_verl.oreo.search_hf import HFStepExpander, HFValueScorer, delimiter_token_ids
+from rg_verl.oreo.search_hf import HFStepExpander, HFValueScorer, PromptCache, delimiter_token_ids
 from rg_verl.oreo.value_init import prepare_value_model
 
 DELIMITERS = ["\n", " "]  # " " ends many of the tiny model's steps
@@ -85,6 +85,37 @@ def test_batched_greedy_expansion_equals_one_request_at_a_time(policy, prompts):
         check_step(expander, state, *continuations[0])
     ends = {len(new) < 6 for row in batched for new, _ in row}
     assert ends == {True, False}  # some stop at a delimiter, some run to their budget
+
+
+def test_the_prompt_cache_changes_no_greedy_step(policy, prompts):
+    """A row on the prompts' cache (the cached block left-padded to the longest prompt, then the tail) generates
+    what the whole row generates alone, without a cache or padding."""
+    model, tokenizer = policy
+    expander = HFStepExpander(model, tokenizer, DELIMITERS, step_max_tokens=6, temperature=0)
+    assert len({len(p) for p in prompts}) > 1  # the shorter prompts' blocks are padded
+    for p, state in random_requests(prompts, 6, seed=3):
+        (new, _), _ = expander.expand(prompts, [(p, state)], 2)[0]
+        ids = torch.tensor([list(prompts[p]) + list(state)])
+        with torch.inference_mode():
+            out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=6, do_sample=False,
+                                 pad_token_id=expander.pad_id, eos_token_id=sorted(expander.eos_ids))  # fmt: skip
+        assert new == expander._cut(out[0, ids.shape[1] :].tolist(), 6, len(state))[0]
+
+
+def test_rows_on_the_prompt_cache_give_the_whole_rows_logits(policy, prompts):
+    """The next-token logits of rows built on the cache (each row its own prompt's block, padded in the middle,
+    positions over real tokens) equal those of each whole row alone."""
+    model, _ = policy
+    cache = PromptCache(model, prompts, pad_id=0)
+    requests = random_requests(prompts, 6, seed=5)
+    ids, mask, past = cache.rows(requests)
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, cache.width :]
+    with torch.inference_mode():
+        logits = model(input_ids=ids[:, cache.width :], attention_mask=mask, position_ids=positions,
+                       past_key_values=past).logits[:, -1]  # fmt: skip
+        for row, (p, state) in enumerate(requests):
+            alone = model(input_ids=torch.tensor([list(prompts[p]) + list(state)])).logits[0, -1]
+            assert torch.allclose(logits[row], alone, atol=1e-4), (p, state)
 
 
 def test_seeded_sampling_repeats_and_its_steps_end_at_delimiters(policy, prompts):
