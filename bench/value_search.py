@@ -16,9 +16,10 @@ evaluation split:
   answers are deep (steps × step length), without the search.
 
 The two alternate for ``--rounds`` rounds after a warm-up (which runs first alternates too); the median of
-the per-round time ratios is reported, with the lowest and highest. The search's extra work is the value
-forwards, one ``generate`` call per step, and the re-read of each beam's growing prefix at every step (plain
-sampling reads the prompt once). Goal: <= 1.3x.
+the per-round time ratios is reported, with the lowest and highest. Both models read each prompt once per search
+(:class:`rg_verl.oreo.search_hf.PromptCache`); the search's extra work is the value forwards over each
+candidate's state, one ``generate`` call per step (each runs until its slowest row ends its step), and the
+re-read of each beam's state once per step. Goal: <= 1.3x.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Sequence
 
 from rg_verl.compare.config import load, only_oreo
+from rg_verl.compare.run import Comparison
 from rg_verl.compare.stages import StageError
 from rg_verl.schema import ConfigError
 
@@ -37,9 +38,6 @@ def _run(argv: Sequence[str], prog: str, oreo_only: bool) -> int:
         config = load(args.config, overrides)
         if oreo_only:
             config = only_oreo(config)
-        # lazy: composing the training config imports Hydra and the project's config schema
-        from rg_verl.compare.run import Comparison
-
         table = Comparison(config).run()
     except ConfigError as error:
         print(f"config error: {error}", file=sys.stderr)

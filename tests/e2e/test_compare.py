@@ -2,7 +2,8 @@
 GRPO, two OREO rounds and RFT from the warm-started tiny model with 384 generated samples each, evaluated on
 held-out items; the learnable reward is the strict format, so ``format_rate`` is what learning moves.
 
-Thresholds: see the constants (calibrated with ``python -m tests.compare_calibrate N DIR``).
+Thresholds: see the constants, calibrated with ``python -m tests.compare_calibrate N DIR`` (seed set s collects
+with seed 42 + s and trains GRPO and OREO with seeds 1 + s; seed set 0 is this test's own run).
 """
 
 from __future__ import annotations
@@ -18,8 +19,12 @@ from tests.helpers import REPO
 pytestmark = pytest.mark.slow
 
 MODELS = ("start", "grpo", "rft", "oreo round 1", "oreo round 2")
-# calibration: see the module docstring; the gains are of the sampled format rate over the start's
-MIN_GRPO_GAIN = 0.15
+# Gains of the sampled format rate over the start's (0.20-0.27), over 6 seed sets (min / mean / max):
+#   grpo          +0.39 / +0.55 / +0.66
+#   oreo round 2  +0.22 / +0.30 / +0.37     (round 1: +0.16 / +0.20 / +0.29; value_rerank: +0.24 / +0.34 / +0.41)
+#   rft           +0.05 / +0.14 / +0.17     (not asserted)
+# One row's rate is a mean of 128 sampled completions (sd about 0.04; a gain's about 0.055).
+MIN_GRPO_GAIN = 0.2
 MIN_OREO_GAIN = 0.1
 
 
