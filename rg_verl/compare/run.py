@@ -25,7 +25,7 @@ from pathlib import Path
 from rg_verl.atomic import write_atomic
 from rg_verl.compare.config import CompareConfig, Plan, plan
 from rg_verl.compare.report import Row, write_report
-from rg_verl.compare.stages import Stages, latest_step
+from rg_verl.compare.stages import StageError, Stages, latest_step
 from rg_verl.data.export import compose
 from rg_verl.grpo.launch import ensure_model, repo_root
 
@@ -82,6 +82,15 @@ class Comparison:
             self.stages.run(name, command, env)
             self._mark(name)
 
+    def _checkpoint(self, stage: str, folder: Path, step: int | None) -> Path:
+        """``folder/global_step_<step>``; a training stage that left no checkpoint is an error naming its log."""
+        if step is None or not (folder / f"global_step_{step}").is_dir():
+            raise StageError(
+                f"stage {stage} left no checkpoint in {folder}; see {self.stages.logs / stage}.log, then delete "
+                f"{self.stages.logs / stage}.done and run again"
+            )
+        return folder / f"global_step_{step}"
+
     # ---- methods
 
     def oreo_round(self, r: int, policy: Model) -> Model:
@@ -108,7 +117,7 @@ class Comparison:
                    _absolute(config.oreo.config_path), "--config-name", config.oreo.config_name,
                    *overrides]  # fmt: skip
         self._stage(f"oreo_{r}_train", command, {"VERL_FILE_LOGGER_PATH": str(folder / "metrics.jsonl")})
-        step = folder / "train" / f"global_step_{latest_step(folder / 'train')}"
+        step = self._checkpoint(f"oreo_{r}_train", folder / "train", latest_step(folder / "train"))
         actor = self.stages.convert(f"oreo_{r}_convert_actor", step / "actor", folder / "actor_hf")
         critic = self.stages.convert(f"oreo_{r}_convert_critic", step / "critic", folder / "critic_hf")
         samples = policy.samples + config.samples * self.plan.items_per_round
@@ -124,7 +133,8 @@ class Comparison:
                    *config.rft.overrides]  # fmt: skip
         self._stage("rft_train", command)
         steps = sorted(int(p.name.split("_")[-1]) for p in (folder / "train").glob("global_step_*"))
-        model = self.stages.convert("rft_convert", folder / "train" / f"global_step_{steps[-1]}", folder / "model_hf")
+        checkpoint = self._checkpoint("rft_train", folder / "train", steps[-1] if steps else None)
+        model = self.stages.convert("rft_convert", checkpoint, folder / "model_hf")
         return Model("rft", str(model), config.samples * self.plan.items_per_round)
 
     def grpo(self) -> Model:

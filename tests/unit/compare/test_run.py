@@ -37,6 +37,7 @@ def fake_stages(monkeypatch):
             folder = Path(_override(command, "trainer.default_local_dir"))
             folder.mkdir(parents=True, exist_ok=True)
             (folder / "latest_checkpointed_iteration.txt").write_text("3")
+            (folder / "global_step_3").mkdir()
         elif name == "rft_train":
             (Path(_option(command, "--out")) / "global_step_5").mkdir(parents=True)
         elif "convert" in name:
@@ -92,3 +93,18 @@ def test_reference_previous_uses_each_rounds_own_start(tmp_path, fake_stages):
     commands = dict(fake_stages)
     assert _override(commands["oreo_2_train"], "oreo.reference") == "actor_init"
     assert "grpo_train" not in commands and "rft_train" not in commands
+
+
+def test_a_training_stage_that_left_no_checkpoint_is_named(tmp_path, fake_stages, monkeypatch):
+    from rg_verl.compare.stages import StageError
+
+    real = Stages.run
+
+    def no_checkpoint(self, name, command, env=None):
+        if name != "oreo_1_train":
+            real(self, name, command, env)
+
+    monkeypatch.setattr(Stages, "run", no_checkpoint)
+    config = load(REPO / "configs" / "compare" / "learn_cpu.yaml", [f"out={tmp_path}", "methods=[oreo]"])
+    with pytest.raises(StageError, match=r"stage oreo_1_train left no checkpoint .*oreo_1_train\.log"):
+        compare_run.Comparison(config).run()
