@@ -8,6 +8,7 @@ OREO and RFT run under ``torchrun`` with ``gpus`` processes.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import subprocess
@@ -69,7 +70,7 @@ class Stages:
 
     def collect(self, name: str, out: Path, train: Sequence[str], options: Sequence[str]) -> Path:
         """``rg-verl oreo collect`` into ``out`` (continued with ``--resume`` when begun)."""
-        if not (out / "manifest.json").is_file() or not _complete(out):
+        if not _complete(out):
             resume = ["--resume"] if (out / "manifest.json").is_file() else []
             self.run(name, [self.python, "-m", "rg_verl.cli", "oreo", "collect", *train, "--out", str(out),
                             *options, *resume])  # fmt: skip
@@ -83,8 +84,7 @@ class Stages:
 
 
 def _complete(collection: Path) -> bool:
-    import json
-
+    """Whether the collection's manifest says it is complete (no manifest: not begun)."""
     try:
         return bool(json.loads((collection / "manifest.json").read_text()).get("complete"))
     except (OSError, ValueError):

@@ -54,7 +54,7 @@ def _with_field(data: TensorDict, name: str, rows: list[torch.Tensor], device: t
 class ActorInCriticLoss:
     """The critic engine's loss function of one joint update: per micro-batch, it runs the actor's forward and
     backward on the same rows, reading the critic's values, then returns the value loss on the actor's
-    log-probs. ``actor_outputs`` keeps the actor's per-micro-batch outputs (loss, metrics, log-probs)."""
+    log-probs. ``actor_outputs`` keeps the actor's per-micro-batch outputs (loss, metrics)."""
 
     def __init__(self, actor: TrainingWorker, policy_loss: Loss, value_loss: Loss):
         self.actor, self.policy_loss, self.value_loss = actor, policy_loss, value_loss
@@ -68,7 +68,7 @@ class ActorInCriticLoss:
         tu.assign_non_tensor(actor_batch, return_model_output=True)
         output = self.actor.engine.forward_backward_batch(actor_batch, self.policy_loss, forward_only=False)
         log_probs = unbind_responses(output["model_output"].pop("log_probs"), lengths)
-        self.actor_outputs.append({"loss": output["loss"], "metrics": output["metrics"], "log_probs": log_probs})
+        self.actor_outputs.append({"loss": output["loss"], "metrics": output["metrics"]})
         critic_batch = _with_field(data, "old_log_probs", log_probs, device)
         return self.value_loss(model_output=model_output, data=critic_batch, dp_group=dp_group)
 
@@ -105,10 +105,9 @@ def _finish(worker: TrainingWorker, losses: list[float], metrics: dict[str, Any]
 def joint_update(
     actor: TrainingWorker, critic: TrainingWorker, batch: TensorDict, policy_loss: Loss, value_loss: Loss,
     update_lr: bool = True,
-) -> tuple[dict[str, dict[str, Any]], list[torch.Tensor]]:  # fmt: skip
+) -> dict[str, dict[str, Any]]:  # fmt: skip
     """Both models' update on ``batch`` (this rank's rows, with ``ref_log_prob``, ``returns`` and the engine
-    fields; no ``values`` or ``old_log_probs``): ``({"actor": metrics, "critic": metrics}, log-probs)``, the
-    log-probs being the actor's pre-update ones, one detached tensor per row of ``batch``."""
+    fields; no ``values`` or ``old_log_probs``): ``{"actor": metrics, "critic": metrics}``."""
     for name, value in _defaults(critic).items():
         if name not in batch.keys():
             tu.assign_non_tensor(batch, **{name: value})
@@ -127,5 +126,4 @@ def joint_update(
             "actor": _finish(actor, [x for part in loss.actor_outputs for x in part["loss"]], actor_metrics, update_lr),
             "critic": _finish(critic, output["loss"], output["metrics"], update_lr),
         }
-    log_probs = [row for part in loss.actor_outputs for row in part["log_probs"]]
-    return metrics, log_probs
+    return metrics

@@ -86,7 +86,7 @@ class PromptCache:
         self.config, self.device, self.pad_id = model.config, _device(model), pad_id
         self.last = [p[-1] for p in prompt_ids]
         self.width = max((len(p) - 1 for p in prompt_ids), default=0)
-        ids, mask = _left_padded([p[:-1] for p in prompt_ids], self.width, pad_id)
+        ids, mask = _left_padded([list(p)[:-1] for p in prompt_ids], self.width, pad_id)
         self.ids = torch.tensor(ids, dtype=torch.long, device=self.device).reshape(len(prompt_ids), self.width)
         self.mask = torch.tensor(mask, dtype=torch.long, device=self.device).reshape(len(prompt_ids), self.width)
         self.layers: list[tuple[torch.Tensor, torch.Tensor]] = []
@@ -100,7 +100,7 @@ class PromptCache:
     def rows(self, requests: Sequence[Request]) -> tuple[torch.Tensor, torch.Tensor, DynamicCache | None]:
         """(ids, attention mask, cache) of the rows prompt + state of ``requests``: the ids are the cached
         block then the tail, the mask covers both, the cache holds the block of each row's prompt."""
-        tails = [[self.last[p], *state] for p, state in requests]
+        tails = [[self.last[p], *state] for p, state in requests]  # prompt index p, state ids
         tail_ids, tail_mask = _left_padded(tails, max(map(len, tails)), self.pad_id)
         index = torch.tensor([p for p, _ in requests], dtype=torch.long, device=self.device)
         ids = torch.cat([self.ids[index], torch.tensor(tail_ids, dtype=torch.long, device=self.device)], dim=1)
@@ -170,8 +170,7 @@ class HFStepExpander:
     def bind(self, prompt_ids: Sequence[Sequence[int]]):
         """The ``expand(requests, k)`` callable of ``value_beam`` for these prompts (prompt index → ids): their
         :class:`PromptCache` is made once, and every step reads it."""
-        prompts = [list(ids) for ids in prompt_ids]
-        return partial(self._expand, prompts, PromptCache(self.model, prompts, self.pad_id))
+        return partial(self._expand, PromptCache(self.model, prompt_ids, self.pad_id))
 
     def _budget(self, state_length: int) -> int:
         if self.max_tokens is None:
@@ -185,10 +184,9 @@ class HFStepExpander:
 
         A state with no budget left gets ``k`` empty, finished continuations without generating.
         """
-        prompts = [list(ids) for ids in prompt_ids]
-        return self._expand(prompts, PromptCache(self.model, prompts, self.pad_id), requests, k)
+        return self._expand(PromptCache(self.model, prompt_ids, self.pad_id), requests, k)
 
-    def _expand(self, prompt_ids, cache: PromptCache, requests: Sequence[Request], k: int):
+    def _expand(self, cache: PromptCache, requests: Sequence[Request], k: int):
         budgets = [self._budget(len(state)) for _, state in requests]
         out: list[list[tuple[tuple[int, ...], bool]]] = [[((), True)] * k for _ in requests]
         todo = [i for i, budget in enumerate(budgets) if budget > 0]
@@ -256,9 +254,8 @@ class HFStepExpander:
 class HFValueScorer:
     """V(s) of token-id states from a one-label ``AutoModelForTokenClassification`` (a ``value`` of ``beam``).
 
-    One right-padded forward per call: with padding on the right, every real token keeps its positions
-    (0, 1, ...) and attends to the same tokens as alone, so no position ids are needed and padding does not
-    change a value. Which position is read: see the module docstring.
+    One forward per call over the states' tails on the prompts' :class:`PromptCache` (positions over real tokens,
+    so padding does not change a value). Which position is read: see the module docstring.
 
     Args:
         value_model: the value model (put in eval mode here); ``logits[..., 0]`` is V.
@@ -280,27 +277,15 @@ class HFValueScorer:
     def bind(self, prompt_ids: Sequence[Sequence[int]]):
         """The ``value(requests)`` callable of ``value_beam`` for these prompts (prompt index → ids): their
         :class:`PromptCache` is made once, and every step reads it."""
-        prompts = [list(ids) for ids in prompt_ids]
-        return partial(self._values, prompts, PromptCache(self.model, prompts, self.pad_id))
-
-    def position(self, prompt_length: int, state: Sequence[int]) -> int:
-        """Where V of ``state`` is read in the row prompt + state: its last token, or the one before a final
-        end-of-sequence token."""
-        if prompt_length < 1:
-            raise ValueError("prompt_ids: an empty prompt has no position to read the empty state's value at")
-        last = prompt_length + len(state) - 1
-        return last - 1 if state and state[-1] in self.eos_ids else last
+        return partial(self._values, PromptCache(self.model, prompt_ids, self.pad_id))
 
     def values(self, prompt_ids: Sequence[Sequence[int]], requests: Sequence[Request]) -> list[float]:
         """V of each ``(prompt_index, state_ids)``, in one forward over the states on the prompts' cache."""
-        prompts = [list(ids) for ids in prompt_ids]
-        return self._values(prompts, PromptCache(self.model, prompts, self.pad_id), requests)
+        return self._values(PromptCache(self.model, prompt_ids, self.pad_id), requests)
 
-    def _values(self, prompt_ids, cache: PromptCache, requests: Sequence[Request]) -> list[float]:
+    def _values(self, cache: PromptCache, requests: Sequence[Request]) -> list[float]:
         if not requests:
             return []
-        for p, state in requests:
-            self.position(len(prompt_ids[p]), state)  # an empty prompt is refused here
         ids, mask, past = cache.rows(requests)
         tail = ids[:, cache.width :]
         with torch.inference_mode():

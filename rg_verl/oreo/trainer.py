@@ -231,7 +231,7 @@ class OreoTrainer:
         starts = [self.train_starts[i] for i in indices]
         extra = {"ref_log_prob": [reference[i] for i in indices]}
         batch = self._batch(items, starts, extra, global_batch=self.settings.data.train_batch_size)
-        parts, _ = joint_update(self.actor, self.critic, batch, self.policy_loss, self.value_loss)
+        parts = joint_update(self.actor, self.critic, batch, self.policy_loss, self.value_loss)
         metrics = {"train/epoch": float(epoch)}
         for name, part in parts.items():
             metrics.update({k if k.startswith("oreo/") else f"{name}/{k}": v for k, v in summarise(part).items()})
