@@ -7,7 +7,8 @@ the question hash of each of its reference items, ``create_dataset(name, seed=se
 (``rg_verl.data.reference_questions.ReferenceItems``), goes into ``rg_verl/data/reference_questions.txt``,
 one per line, sorted, under a header that records a digest of the entries. The training and validation
 splits leave these questions out. Run it after changing a shipped evaluation config's datasets, params,
-seeds or sizes; a fast test compares the digest with the configs, a slow one regenerates a sample. Runs
+seeds or sizes, and then ``utils/ship_searches.py``: the shipped validation searches passed over the old list.
+A fast test compares the digest with the configs, a slow one regenerates a sample. Runs
 get ``PYTHONHASHSEED=0`` (``rg_verl.grpo.launch``), and so must this, for the generators whose items
 follow it.
 """
@@ -78,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     write_atomic(LIST_FILE, "\n".join(header + sorted(hashes)) + "\n")
     elapsed = time.perf_counter() - start
     print(f"wrote {len(hashes)} questions of {len(entries)} entries to {LIST_FILE} in {elapsed:.0f} s")
+    print("now run PYTHONHASHSEED=0 python utils/ship_searches.py: the shipped searches passed over the old list")
     return 0
 
 

@@ -30,11 +30,13 @@ from rg_verl.data.export import compose  # noqa: E402
 from rg_verl.vocab import SPLIT_URI  # noqa: E402
 
 CONFIGS = REPO / "configs"
+STAMP = "WITHHELD"
 
 
 def shipped_configs() -> list[Path]:
-    # configs/oreo/ trains on collected files: no split of its own to search
-    return sorted(p for p in CONFIGS.rglob("*.yaml") if not p.name.startswith("_") and p.parent.name != "oreo")
+    # train_grpo.py's configs: configs/oreo/ trains on collected files, configs/compare/ runs the others
+    skip = ("oreo", "compare")
+    return sorted(p for p in CONFIGS.rglob("*.yaml") if not p.name.startswith("_") and p.parent.name not in skip)
 
 
 def reads_files(config) -> bool:
@@ -60,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         for index in range(len(dataset)):
             dataset[index]
         print(f"{path.relative_to(CONFIGS)}: {len(dataset)} items, {time.perf_counter() - start:.1f} s", flush=True)
+    # the questions these searches passed over; a fast test compares it with the shipped list
+    (staging / STAMP).write_text(search_cache.withheld_digest() + "\n")
     publish_dir(staging, out, replace=True)
     print(f"wrote {len(list(out.glob('*.txt')))} files to {out}")
     return 0

@@ -7,6 +7,7 @@ when a shipped search disagrees with a fresh one. The check runs in a subprocess
 as training runs do (``rg_verl.grpo.launch``): a few generators' items follow it.
 """
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -76,3 +77,10 @@ def test_a_shipped_configs_validation_split_costs_one_candidate_per_item(path, r
         "shipped searches are out of date: run PYTHONHASHSEED=0 python utils/ship_searches.py"
     )
     assert found["probes_match"], f"{config_id(path)}: a shipped search disagrees with a fresh one"
+
+
+def test_the_script_searches_every_config_the_tests_check():
+    spec = importlib.util.spec_from_file_location("ship_searches", REPO / "utils" / "ship_searches.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert script.shipped_configs() == CONFIGS

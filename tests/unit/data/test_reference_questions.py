@@ -146,7 +146,7 @@ def test_shipped_list_is_sorted_hashes_under_a_header_of_the_current_configs():
     entries = script.shipped_entries()
     assert recorded_digest() == reference_questions.entries_digest(entries), (
         "an evaluation config under evaluation/configs changed: "
-        "run PYTHONHASHSEED=0 python utils/ship_reference_questions.py"
+        "run PYTHONHASHSEED=0 python utils/ship_reference_questions.py, then utils/ship_searches.py"
     )
     assert len(hashes) <= sum(script.distinct_entries(entries).values())
 
@@ -172,5 +172,5 @@ def test_shipped_list_holds_a_fresh_sample_of_the_reference_items(tmp_path):
     assert sample["entries"] > 50 and len(sample["hashes"]) > 1000
     assert not missing, (
         f"{len(missing)} reference questions are not in {LIST_FILE.name}: "
-        "run PYTHONHASHSEED=0 python utils/ship_reference_questions.py"
+        "run PYTHONHASHSEED=0 python utils/ship_reference_questions.py, then utils/ship_searches.py"
     )

@@ -235,3 +235,14 @@ def test_the_key_names_where_reasoning_gym_came_from(monkeypatch):
         versions.append(cache_module.generator_version())
     cache_module.generator_version.cache_clear()
     assert versions[0] == "0.1.25" and len(set(versions)) == 3 and all(v.startswith("0.1.25") for v in versions)
+
+
+def test_the_shipped_searches_passed_over_the_shipped_reference_questions():
+    # a validation search's key holds the digest of the reference list: a new list makes every shipped search
+    # miss, and a run searches about 20 candidates per item again (the slow check in tests/e2e/test_shipped_searches.py
+    # finds that in minutes; this finds it at once)
+    stamp = cache_module.SHIPPED / "WITHHELD"
+    assert stamp.read_text().strip() == cache_module.withheld_digest(), (
+        "rg_verl/data/shipped_searches was written for another reference list: "
+        "run PYTHONHASHSEED=0 python utils/ship_searches.py"
+    )
