@@ -166,8 +166,8 @@ class Comparison:
                        str(self.out / "eval"), "--run-name", name]  # fmt: skip
             if decoding == "greedy":
                 command += ["--temperature", "0"]
-            if value_mode:  # the value modes run on the hf backend, the policy and the critic side by side
-                command += ["--decoding", decoding, "--value-model", model.critic, "--backend", "hf"]
+            if value_mode:  # the evaluation config's backend (hf or vllm) runs the policy, the critic beside it
+                command += ["--decoding", decoding, "--value-model", model.critic]
             if self.config.device == "cpu" or value_mode:
                 command += ["--device", self.config.device]
             if run_dir.exists():

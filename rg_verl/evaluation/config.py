@@ -225,13 +225,17 @@ class EvalConfig:
     decoding: DecodingConfig = option(
         DecodingConfig, "how completions are chosen: sample, or OREO's value_beam or value_rerank (see Decoding)"
     )
-    batch_size: int = option(8, "prompts per generate call of the hf backend", low=1, high=10**6)
+    batch_size: int = option(8, "prompts per generate call of the hf backend, per search of the value modes", low=1,
+                             high=10**6)
     concurrency: int = option(8, "openai requests in flight at once", low=1, high=10**4)
     max_retries: int = option(4, "retries of a failed openai request (connection errors, 429, 5xx)", low=0, high=100)
     retry_backoff: float = option(1.0, "seconds before the first retry, doubled for each next", low=0.0, high=3600.0)
     request_timeout: float = option(600.0, "seconds one openai request may take", parse=partial(above_zero, high=1e6))
     save_every: int = option(0, "prompts between two saves of results; 0: the backend's default", low=0, high=10**9)
-    device: str = option("auto", "hf only: auto (cuda if available, else cpu), cpu, cuda, cuda:1, ...", parse=text)
+    device: str = option(
+        "auto", "hf, and the value modes' value model: auto (cuda if available, else cpu), cpu, cuda, cuda:1, ...",
+        parse=text,
+    )
     engine_kwargs: dict = option({}, "extra keyword arguments of vllm.LLM or from_pretrained (hf)")
     run_name: str | None = option(None, "the run folder's name", parse=run_name, doc_default="<config>_<timestamp>")
     name: str = option("eval", "the config file's stem (set by load_config, not a YAML key)")

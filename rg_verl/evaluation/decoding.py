@@ -7,7 +7,8 @@
 
 ``sample`` is the evaluator's own decoding: ``eval_repeats`` completions sampled at ``temperature`` and
 ``top_p`` (greedy at temperature 0). The value modes need a value model (a converted OREO critic, an
-``AutoModelForTokenClassification`` folder with one label) and run on the ``hf`` backend:
+``AutoModelForTokenClassification`` folder with one label) and run on the ``hf`` or ``vllm`` backend, the
+value model beside the policy:
 
 - ``value_beam``: OREO's step-level beam search (:func:`rg_verl.oreo.beam.value_beam`): ``beam_width``
   partial answers, each expanded with ``beam_width`` sampled steps that end at a ``step_delimiters`` token,
@@ -33,6 +34,8 @@ from rg_verl.schema import ConfigError, option
 __all__ = ["DECODING_MODES", "DecodingConfig", "check_value_model", "parse_decoding"]
 
 DECODING_MODES = ("sample", "value_beam", "value_rerank")
+# the backends a value mode runs on (rg_verl.evaluation.backends.SEARCH_BACKENDS)
+SEARCH_POLICIES = ("hf", "vllm")
 # a model folder with one of these has a tokenizer of its own
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 
@@ -69,10 +72,11 @@ class DecodingConfig:
         """The checks that read other fields of the evaluation config."""
         if self.mode == "sample":
             return
-        if backend != "hf":
+        if backend not in SEARCH_POLICIES:
             raise ConfigError(
-                f"backend: {backend!r}; decoding mode {self.mode} runs on the hf backend (the policy and the value "
-                "model side by side); set backend: hf"
+                f"backend: {backend!r}; decoding mode {self.mode} runs the policy and the value model side by "
+                f"side, on the {' or '.join(SEARCH_POLICIES)} backend (a server has no value model beside it); "
+                "set backend: hf or vllm"
             )
         beam = self.mode == "value_beam"
         budget, knob = (self.beam_width**2 * self.max_steps, "beam_width") if beam else (self.samples, "samples")

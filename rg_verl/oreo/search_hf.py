@@ -10,11 +10,9 @@ ids through ``bind``, which answers the callable :func:`rg_verl.oreo.beam.value_
     answers = value_beam(prompts, expander.bind(prompt_ids), scorer.bind(prompt_ids),
                          beam_width=3, max_steps=20, n_answers=1)
 
-**Steps.** A step ends after the first token whose text, decoded alone, holds one of the delimiters: the
-rule ``rg_verl.oreo.batches.step_starts`` uses to cut training responses into steps, so the search moves
-in the steps the value model was trained on. The rule is applied inside generation (a stopping criterion
-over the delimiter tokens' ids, so a row stops at once) and again when cutting the rows, which makes the
-cut exact: a new step ends right after its delimiter token, at end of sequence, or at its token budget.
+**Steps.** Where a step ends is :mod:`rg_verl.oreo.steps`' rule, shared with the vLLM expander. Here it is
+applied inside generation (a stopping criterion over the delimiter tokens' ids, so a row stops at once) and
+again when cutting the rows, which makes the cut exact.
 
 **Values.** The value model's output at position i is V of the state made of the tokens up to and including
 i (``rg_verl.oreo.batches.unbind_responses``: V(s_t) sits at the position before response token t). So the
@@ -33,21 +31,9 @@ import torch
 from transformers import DynamicCache, StoppingCriteria, StoppingCriteriaList
 
 from rg_verl.generation import batch_seed, eos_token_ids
+from rg_verl.oreo.steps import Request, StepExpander, delimiter_token_ids
 
 __all__ = ["HFStepExpander", "HFValueScorer", "PromptCache", "delimiter_token_ids"]
-
-Request = tuple[int, Sequence[int]]
-
-
-def delimiter_token_ids(tokenizer: Any, delimiters: Sequence[str]) -> frozenset[int]:
-    """The ids of the tokenizer's tokens whose text, decoded alone, holds one of ``delimiters``."""
-    if any(not d for d in delimiters):
-        raise ValueError(f"delimiters: {list(delimiters)!r} holds an empty string, which every text holds; drop it")
-    if not delimiters:
-        return frozenset()
-    texts = tokenizer.batch_decode([[i] for i in range(len(tokenizer))])  # the whole vocabulary: once per search
-    return frozenset(i for i, text in enumerate(texts) if any(d in text for d in delimiters))
-
 
 class _StopAfter(StoppingCriteria):
     """Stops a row of ``generate`` once its newest token is one of ``ids``."""
@@ -117,7 +103,7 @@ def _positions(mask: torch.Tensor) -> torch.Tensor:
     return (mask.long().cumsum(-1) - 1).clamp(min=0)
 
 
-class HFStepExpander:
+class HFStepExpander(StepExpander):
     """Samples ``k`` next reasoning steps per state with ``model.generate`` (an ``expand`` of ``beam``).
 
     Args:
@@ -149,33 +135,18 @@ class HFStepExpander:
         max_tokens: int | None = None,
         delimiter_ids: Collection[int] | None = None,
     ):
-        if step_max_tokens < 1:
-            raise ValueError(f"step_max_tokens: {step_max_tokens} is below 1; allow a step at least one token")
-        if max_tokens is not None and max_tokens < 1:
-            raise ValueError(f"max_tokens: {max_tokens} is below 1; allow at least one token, or pass None")
-        if temperature < 0 or not 0 < top_p <= 1:
-            raise ValueError(f"temperature {temperature}, top_p {top_p}: need temperature >= 0 and 0 < top_p <= 1")
-        self.model = model.eval()
-        self.eos_ids = frozenset(eos_token_ids(model, tokenizer) if eos_ids is None else eos_ids)
+        eos_ids = eos_token_ids(model, tokenizer) if eos_ids is None else eos_ids
         if delimiter_ids is None:
             delimiter_ids = delimiter_token_ids(tokenizer, delimiters)
-        self.delimiter_ids = frozenset(delimiter_ids)
+        super().__init__(step_max_tokens, temperature, top_p, seed, eos_ids, max_tokens, delimiter_ids)
+        self.model = model.eval()
         pad = tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else min(self.eos_ids, default=0)
-        self.step_max_tokens, self.max_tokens = step_max_tokens, max_tokens
-        self.temperature, self.top_p, self.seed = temperature, top_p, seed
-        self.calls = 0
-        self.continuations = self.tokens = 0  # made so far, and their tokens
 
     def bind(self, prompt_ids: Sequence[Sequence[int]]):
         """The ``expand(requests, k)`` callable of ``value_beam`` for these prompts (prompt index → ids): their
         :class:`PromptCache` is made once, and every step reads it."""
         return partial(self._expand, PromptCache(self.model, prompt_ids, self.pad_id))
-
-    def _budget(self, state_length: int) -> int:
-        if self.max_tokens is None:
-            return self.step_max_tokens
-        return max(0, min(self.step_max_tokens, self.max_tokens - state_length))
 
     def expand(
         self, prompt_ids: Sequence[Sequence[int]], requests: Sequence[Request], k: int
@@ -186,38 +157,11 @@ class HFStepExpander:
         """
         return self._expand(PromptCache(self.model, prompt_ids, self.pad_id), requests, k)
 
-    def _expand(self, cache: PromptCache, requests: Sequence[Request], k: int):
-        budgets = [self._budget(len(state)) for _, state in requests]
-        out: list[list[tuple[tuple[int, ...], bool]]] = [[((), True)] * k for _ in requests]
-        todo = [i for i, budget in enumerate(budgets) if budget > 0]
-        if not todo:
-            return out
-        samples = self._generate(cache, [requests[i] for i in todo], max(budgets[i] for i in todo), k)
-        for i, row_samples in zip(todo, samples, strict=True):
-            out[i] = [self._cut(sample, budgets[i], len(requests[i][1])) for sample in row_samples]
-            self.continuations += k
-            self.tokens += sum(len(new) for new, _ in out[i])
-        return out
-
-    def _cut(self, tokens: Sequence[int], budget: int, state_length: int) -> tuple[tuple[int, ...], bool]:
-        """A generated row's step: up to and including the first end-of-sequence or delimiter token, within
-        ``budget`` (what follows is padding or another row's budget); finished at end of sequence or when the
-        response reaches ``max_tokens``."""
-        new = list(tokens[:budget])
-        for i, token in enumerate(new):
-            if token in self.eos_ids:
-                return tuple(new[: i + 1]), True
-            if token in self.delimiter_ids:
-                new = new[: i + 1]
-                break
-        spent = self.max_tokens is not None and state_length + len(new) >= self.max_tokens
-        return tuple(new), spent
-
-    def _generate(self, cache: PromptCache, requests: Sequence[Request], max_new_tokens: int, k: int):
+    def _generate(self, cache: PromptCache, requests: Sequence[Request], budgets: Sequence[int], k: int):
         """``k`` sampled continuations of each request's row, padded tokens kept: the rows on the prompts' cache
         are read once, all but their last token, and that cache is repeated ``k`` times for one ``generate``
         call (which reads only the last token, then samples)."""
-        greedy = self.temperature <= 0
+        greedy, max_new_tokens = self.greedy, max(budgets)
         copies = 1 if greedy else k
         ids, mask, past = cache.rows(requests)
         if past is not None and ids.shape[1] - cache.width > 1:  # the tails but their last column (a real token)
@@ -242,7 +186,6 @@ class HFStepExpander:
             options.update(do_sample=True, temperature=self.temperature, top_p=self.top_p, top_k=0)
             if self.seed is not None:
                 torch.manual_seed(batch_seed(self.seed, self.calls))
-        self.calls += 1
         with torch.inference_mode():
             output = self.model.generate(input_ids=ids, attention_mask=mask, **options)
         new = output[:, ids.shape[1] :].tolist()

@@ -12,7 +12,8 @@ A backend turns chat prompts into completions::
   a bound on how many are in flight, retries with exponential backoff.
 
 With ``decoding.mode`` ``value_beam`` or ``value_rerank`` (OREO's value-guided search), ``create_backend``
-builds :class:`~rg_verl.evaluation.backends.search.ValueSearchBackend`: the hf policy and a value model.
+builds the :data:`SEARCH_BACKENDS` entry of ``config.backend`` (:mod:`rg_verl.evaluation.backends.search`):
+the hf or vllm policy with a value model beside it.
 
 To add a backend: subclass :class:`Backend` in a module here, with ``__init__(self, config: EvalConfig)``
 and ``generate(...)`` (and ``close()`` or ``default_save_every(config)`` where the defaults do not fit);
@@ -26,15 +27,21 @@ from __future__ import annotations
 from rg_verl.evaluation.backends.base import Backend, Completion, Sampling
 from rg_verl.evaluation.backends.hf import HFBackend
 from rg_verl.evaluation.backends.openai import OpenAIBackend
-from rg_verl.evaluation.backends.search import ValueSearchBackend
+from rg_verl.evaluation.backends.search import HFValueSearchBackend, ValueSearchBackend, VLLMValueSearchBackend
 from rg_verl.evaluation.backends.vllm import VLLMBackend
 
-__all__ = ["BACKENDS", "Backend", "Completion", "Sampling", "create_backend", "backend_class"]
+__all__ = ["BACKENDS", "SEARCH_BACKENDS", "Backend", "Completion", "Sampling", "create_backend", "backend_class"]
 
 BACKENDS: dict[str, type[Backend]] = {
     "vllm": VLLMBackend,
     "hf": HFBackend,
     "openai": OpenAIBackend,
+}
+
+# the backends of the value modes of ``decoding``, by the policy's backend name
+SEARCH_BACKENDS: dict[str, type[ValueSearchBackend]] = {
+    "hf": HFValueSearchBackend,
+    "vllm": VLLMValueSearchBackend,
 }
 
 
@@ -51,8 +58,10 @@ def backend_class(name: str) -> type[Backend]:
 
 def create_backend(config) -> Backend:
     """Builds (and loads the model of) the backend that ``config.backend`` names; with a value mode in
-    ``config.decoding`` (an evaluation config), the hf policy with its value model beside it."""
+    ``config.decoding`` (an evaluation config), that policy with its value model beside it."""
     decoding = getattr(config, "decoding", None)
     if decoding is not None and decoding.mode != "sample":
-        return ValueSearchBackend(config)
+        if config.backend not in SEARCH_BACKENDS:
+            raise ValueError(f"backend {config.backend!r} has no value search; use one of {', '.join(SEARCH_BACKENDS)}")
+        return SEARCH_BACKENDS[config.backend](config)
     return backend_class(config.backend)(config)

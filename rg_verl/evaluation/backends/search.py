@@ -1,12 +1,17 @@
-"""The value modes of ``decoding`` as a backend: the hf backend's policy with an OREO value model beside it.
+"""The value modes of ``decoding`` as backends: the policy (hf or vllm) with an OREO value model beside it.
 
-:class:`ValueSearchBackend` is what :func:`rg_verl.evaluation.backends.create_backend` builds when
-``decoding.mode`` is ``value_beam`` or ``value_rerank`` (:mod:`rg_verl.evaluation.decoding`). It loads the
-policy as the ``hf`` backend does (same chat template, prompt ids, end-of-sequence ids and dtype) and the
-value model with ``AutoModelForTokenClassification``, and answers ``generate`` like any backend: per
-prompt, ``n`` completions, here the best ``n`` by value. Every ``batch_size`` prompts make one search; each
-of its steps is one batched ``generate`` call for every beam of every prompt and one value forward
-(:mod:`rg_verl.oreo.search_hf`). States stay token ids; only the final answers are decoded.
+:func:`rg_verl.evaluation.backends.create_backend` builds one of these when ``decoding.mode`` is ``value_beam``
+or ``value_rerank`` (:mod:`rg_verl.evaluation.decoding`):
+
+- :class:`HFValueSearchBackend` (``backend: hf``): the policy loads as the ``hf`` backend loads it, and each
+  step of a search is one batched ``generate`` call (:mod:`rg_verl.oreo.search_hf`);
+- :class:`VLLMValueSearchBackend` (``backend: vllm``): the policy is a ``vllm.LLM``, and each step is one
+  ``LLM.generate`` call over token ids (:mod:`rg_verl.oreo.search_vllm`).
+
+Either way the value model is an ``AutoModelForTokenClassification`` on the evaluation device, scored in one
+forward per step (:class:`~rg_verl.oreo.search_hf.HFValueScorer`), prompts are the chat template's ids, and
+``generate`` answers like any backend: per prompt, ``n`` completions, here the best ``n`` by value. Every
+``batch_size`` prompts make one search. States stay token ids; only the final answers are decoded.
 """
 
 from __future__ import annotations
@@ -14,42 +19,60 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from rg_verl.evaluation.backends.base import Completion, Messages, Sampling
-from rg_verl.evaluation.backends.hf import HFBackend
+from rg_verl.evaluation.backends.base import Backend, Completion, Messages, Sampling
+from rg_verl.evaluation.backends.hf import HFBackend, prompt_token_ids
+from rg_verl.evaluation.backends.vllm import VLLMBackend
+from rg_verl.generation import saved_eos_token_ids
 from rg_verl.oreo.beam import Beam, value_beam, value_rerank
-from rg_verl.oreo.search_hf import HFStepExpander, HFValueScorer, delimiter_token_ids
+from rg_verl.oreo.search_hf import HFStepExpander, HFValueScorer
+from rg_verl.oreo.search_vllm import VLLMStepExpander
+from rg_verl.oreo.steps import StepExpander, delimiter_token_ids
 
-__all__ = ["ValueSearchBackend"]
+__all__ = ["HFValueSearchBackend", "VLLMValueSearchBackend", "ValueSearchBackend", "VLLM_MEMORY_SHARE"]
 
 logger = logging.getLogger(__name__)
 
+# vLLM's share of GPU memory in the value modes, unless engine_kwargs set gpu_memory_utilization: the rest holds
+# the value model and its prompt caches (vLLM's own default, 0.9, would leave too little)
+VLLM_MEMORY_SHARE = 0.5
 
-class ValueSearchBackend(HFBackend):
-    """``value_beam`` or ``value_rerank`` on transformers, the policy and the value model on one device."""
 
-    def __init__(self, config) -> None:
+class ValueSearchBackend(Backend):
+    """The search loop of the value modes. A subclass loads the policy (its ``tokenizer``, ``eos_ids``,
+    ``prompt_ids``), calls :meth:`_load_value_model`, and makes a step expander in ``_step_expander``."""
+
+    batch_size: int
+    tokenizer: Any
+    eos_ids: list[int]
+
+    def _load_value_model(self, config, device: str, dtype: Any) -> None:
         from transformers import AutoModelForTokenClassification
 
-        super().__init__(config)
         self.decoding = config.decoding
-        self.value_model = AutoModelForTokenClassification.from_pretrained(
-            self.decoding.value_model, dtype=self.model.dtype
-        ).to(self.device)
+        self.value_model = AutoModelForTokenClassification.from_pretrained(self.decoding.value_model, dtype=dtype).to(
+            device
+        )
         pad = self.tokenizer.pad_token_id
-        self.scorer = HFValueScorer(self.value_model, eos_ids=self.eos_ids, pad_id=pad)
+        self.scorer = HFValueScorer(self.value_model, eos_ids=self.eos_ids, pad_id=pad if pad is not None else 0)
         self.delimiter_ids = delimiter_token_ids(self.tokenizer, self.decoding.step_delimiters)
         self.searched = {"continuations": 0, "tokens": 0}  # what the searches generated so far
-        logger.info("%s with value model %s", self.decoding.mode, self.decoding.value_model)
+        logger.info("%s with value model %s on %s", self.decoding.mode, self.decoding.value_model, device)
 
-    def _expander(self, sampling: Sampling, whole: bool) -> Any:
-        decoding = self.decoding
-        return HFStepExpander(
-            self.model, self.tokenizer, [] if whole else decoding.step_delimiters,
-            sampling.max_tokens if whole else decoding.step_max_tokens, temperature=sampling.temperature,
-            top_p=sampling.top_p, seed=decoding.seed if sampling.seed is None else sampling.seed,
-            eos_ids=self.eos_ids, max_tokens=sampling.max_tokens,
-            delimiter_ids=frozenset() if whole else self.delimiter_ids,
-        )  # fmt: skip
+    def prompt_ids(self, messages: Messages) -> list[int]:
+        raise NotImplementedError
+
+    def _step_expander(self, sampling: Sampling, whole: bool, seed: int | None) -> StepExpander:
+        raise NotImplementedError
+
+    def _expander(self, sampling: Sampling, whole: bool) -> StepExpander:
+        seed = self.decoding.seed if sampling.seed is None else sampling.seed
+        return self._step_expander(sampling, whole, seed)
+
+    def _step_budget(self, sampling: Sampling, whole: bool) -> tuple[int, frozenset[int]]:
+        """A step's token budget and delimiter ids: a whole response's for ``value_rerank``."""
+        if whole:
+            return sampling.max_tokens, frozenset()
+        return self.decoding.step_max_tokens, self.delimiter_ids
 
     def generate(self, prompts: list[Messages], n: int, sampling: Sampling) -> list[list[Completion]]:
         results: list[list[Completion]] = []
@@ -78,3 +101,54 @@ class ValueSearchBackend(HFBackend):
     def close(self) -> None:
         super().close()
         self.value_model = None
+
+
+class HFValueSearchBackend(ValueSearchBackend, HFBackend):
+    """The value modes on transformers: the policy and the value model on ``config.device``."""
+
+    def __init__(self, config) -> None:
+        HFBackend.__init__(self, config)
+        self._load_value_model(config, self.device, self.model.dtype)
+
+    def prompt_ids(self, messages: Messages) -> list[int]:
+        return HFBackend.prompt_ids(self, messages)
+
+    def _step_expander(self, sampling: Sampling, whole: bool, seed: int | None) -> HFStepExpander:
+        step_tokens, delimiter_ids = self._step_budget(sampling, whole)
+        return HFStepExpander(
+            self.model, self.tokenizer, [] if whole else self.decoding.step_delimiters, step_tokens,
+            temperature=sampling.temperature, top_p=sampling.top_p, seed=seed, eos_ids=self.eos_ids,
+            max_tokens=sampling.max_tokens, delimiter_ids=delimiter_ids,
+        )  # fmt: skip
+
+
+class VLLMValueSearchBackend(ValueSearchBackend, VLLMBackend):
+    """The value modes on vLLM: the policy in a ``vllm.LLM``, the value model beside it on ``config.device``
+    (auto: cuda where there is one). vLLM takes :data:`VLLM_MEMORY_SHARE` of the GPU's memory unless
+    ``engine_kwargs`` set ``gpu_memory_utilization``."""
+
+    def __init__(self, config) -> None:
+        import torch
+
+        VLLMBackend.__init__(self, config)
+        self.batch_size = config.batch_size
+        self.tokenizer = self.llm.get_tokenizer()
+        self.eos_ids = list(saved_eos_token_ids(config.model_path, self.tokenizer))
+        device = config.device
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        dtype = config.dtype if config.dtype == "auto" else getattr(torch, config.dtype)
+        self._load_value_model(config, device, dtype)
+
+    def engine_kwargs(self, config) -> dict:
+        return {"gpu_memory_utilization": VLLM_MEMORY_SHARE, **config.engine_kwargs}
+
+    def prompt_ids(self, messages: Messages) -> list[int]:
+        return prompt_token_ids(self.tokenizer, messages, self.chat_template_kwargs)
+
+    def _step_expander(self, sampling: Sampling, whole: bool, seed: int | None) -> VLLMStepExpander:
+        step_tokens, delimiter_ids = self._step_budget(sampling, whole)
+        return VLLMStepExpander(
+            self.llm, step_tokens, temperature=sampling.temperature, top_p=sampling.top_p, seed=seed,
+            eos_ids=self.eos_ids, max_tokens=sampling.max_tokens, delimiter_ids=delimiter_ids,
+        )  # fmt: skip

@@ -38,9 +38,13 @@ class VLLMBackend(Backend):
             raise ConfigError(
                 f"backend: 'vllm' cannot be imported ({error}); install vllm or set backend: hf"
             ) from None
-        self.llm = LLM(model=config.model_path, dtype=config.dtype, **config.engine_kwargs)
+        self.llm = LLM(model=config.model_path, dtype=config.dtype, **self.engine_kwargs(config))
         self.chat_template_kwargs = dict(getattr(config, "chat_template_kwargs", None) or {})
         logger.info("vllm backend: %s", config.model_path)
+
+    def engine_kwargs(self, config) -> dict:
+        """The keyword arguments of ``vllm.LLM`` beyond the model and dtype: ``config.engine_kwargs``."""
+        return dict(config.engine_kwargs)
 
     def generate(self, prompts: list[Messages], n: int, sampling: Sampling) -> list[list[Completion]]:
         from vllm import SamplingParams

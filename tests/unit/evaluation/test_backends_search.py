@@ -109,3 +109,41 @@ def test_an_interrupted_value_mode_evaluation_resumes_each_item_once(rerank, tin
     assert len(keys) == len(set(keys)) == NUM_ITEMS
     results = json.loads((run_dir / "results.json").read_text())
     assert results["metadata"]["decoding"]["mode"] == "value_rerank" and results["metrics"]["num_items"] == NUM_ITEMS
+
+
+def test_the_value_modes_run_on_vllm_with_the_value_model_beside_it(tiny_model, value_model, tmp_path, monkeypatch):
+    """``backend: vllm``: the policy in vLLM (here a stand-in run by the tiny model), one ``LLM.generate`` call per
+    step over token ids, the value model on the evaluation device; the evaluator writes its results."""
+    import sys
+
+    from rg_verl.evaluation.backends.hf import prompt_token_ids
+    from rg_verl.evaluation.backends.search import VLLM_MEMORY_SHARE, VLLMValueSearchBackend
+    from tests import fake_vllm
+
+    monkeypatch.setitem(sys.modules, "vllm", fake_vllm.module())
+    run = config(tiny_model, value_model, mode="value_beam", beam_width=2, max_steps=3, step_max_tokens=4)
+    run.backend, run.output_dir = "vllm", str(tmp_path)
+    backend = create_backend(run)
+    assert isinstance(backend, VLLMValueSearchBackend) and str(backend.value_model.device) == "cpu"
+    (llm,) = fake_vllm.LLM.instances
+    assert llm.kwargs == {"gpu_memory_utilization": VLLM_MEMORY_SHARE}  # room left for the value model
+    assert backend.prompt_ids(PROMPT) == prompt_token_ids(llm.get_tokenizer(), PROMPT)  # the training prompt's ids
+    run_dir = evaluate(run, backend=backend)
+    steps = len(llm.calls)
+    assert 1 <= steps <= 3 * -(-NUM_ITEMS // run.batch_size)  # at most max_steps calls per search
+    for _, params in llm.calls:
+        assert all(p.n == 2 and p.max_tokens <= 4 and p.seed is not None for p in params)
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["metrics"]["num_items"] == NUM_ITEMS and results["metadata"]["decoding"]["mode"] == "value_beam"
+    assert backend.searched["continuations"] == 2 * sum(len(params) for _, params in llm.calls)
+    run.engine_kwargs = {"gpu_memory_utilization": 0.3}
+    create_backend(run)
+    assert fake_vllm.LLM.instances[-1].kwargs == {"gpu_memory_utilization": 0.3}  # the config's own share wins
+
+
+def test_a_value_mode_on_a_server_is_refused_before_any_model_loads(tiny_model, value_model):
+    with pytest.raises(ConfigError, match="backend: 'openai'; decoding mode value_beam .* set backend: hf or vllm"):
+        parse_config(small_config(
+            model_path=str(tiny_model), backend="openai", base_url="http://127.0.0.1:1/v1", served_model_name="m",
+            decoding={"mode": "value_beam", "value_model": str(value_model)},
+        ))  # fmt: skip

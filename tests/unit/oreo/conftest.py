@@ -1,10 +1,24 @@
-"""A tiny local model shared by the OREO tests (built once per session, no hub)."""
+"""A tiny local model shared by the OREO tests (built once per session, no hub), and the search tests' prompts."""
 
 import pytest
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from rg_verl.evaluation.backends.hf import prompt_token_ids
 from rg_verl.tiny_model import build_tiny_model
 
 
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory):
     return build_tiny_model(tmp_path_factory.mktemp("oreo") / "tiny")
+
+
+@pytest.fixture(scope="module")
+def policy(tiny_model):
+    return AutoModelForCausalLM.from_pretrained(tiny_model), AutoTokenizer.from_pretrained(tiny_model)
+
+
+@pytest.fixture(scope="module")
+def prompts(policy):
+    _, tokenizer = policy
+    questions = ["What is 2+3?", "Sort these words: banana apple cherry", "Count the letters in hello"]
+    return [prompt_token_ids(tokenizer, [{"role": "user", "content": q}]) for q in questions]

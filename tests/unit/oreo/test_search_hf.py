@@ -4,9 +4,8 @@ import random
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM, AutoModelForTokenClassification, AutoTokenizer
+from transformers import AutoModelForTokenClassification
 
-from rg_verl.evaluation.backends.hf import prompt_token_ids
 from rg_verl.oreo.batches import step_starts, unbind_responses
 from rg_verl.oreo.beam import value_beam, value_rerank
 from rg_verl.oreo.search_hf import HFStepExpander, HFValueScorer, PromptCache, delimiter_token_ids
@@ -16,21 +15,9 @@ DELIMITERS = ["\n", " "]  # " " ends many of the tiny model's steps
 
 
 @pytest.fixture(scope="module")
-def policy(tiny_model):
-    return AutoModelForCausalLM.from_pretrained(tiny_model), AutoTokenizer.from_pretrained(tiny_model)
-
-
-@pytest.fixture(scope="module")
 def critic(tiny_model, tmp_path_factory):
     out = prepare_value_model(str(tiny_model), tmp_path_factory.mktemp("search") / "critic", zero_head=False)
     return AutoModelForTokenClassification.from_pretrained(out)
-
-
-@pytest.fixture(scope="module")
-def prompts(policy):
-    _, tokenizer = policy
-    questions = ["What is 2+3?", "Sort these words: banana apple cherry", "Count the letters in hello"]
-    return [prompt_token_ids(tokenizer, [{"role": "user", "content": q}]) for q in questions]
 
 
 def random_requests(prompts, count, seed=0, longest=6):

@@ -1,0 +1,115 @@
+"""Where a reasoning step ends: the rule every step expander of a value-guided search shares.
+
+A step ends after the first token whose text, decoded alone, holds one of the delimiters
+(:func:`delimiter_token_ids`): the rule ``rg_verl.oreo.batches.step_starts`` uses to cut training responses
+into steps, so a search moves in the steps the value model was trained on. A step also ends at end of
+sequence (the response is finished), at the step's token budget, or when the response reaches its total
+budget (finished too).
+
+:class:`StepExpander` holds that rule and the bookkeeping of an ``expand`` callable of
+:mod:`rg_verl.oreo.beam`; a backend's expander adds only ``bind`` and ``_generate`` (one batched generation
+call per step): ``rg_verl.oreo.search_hf`` with transformers, ``rg_verl.oreo.search_vllm`` with vLLM.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import Any
+
+__all__ = ["Continuation", "Request", "StepExpander", "delimiter_token_ids"]
+
+Request = tuple[int, Sequence[int]]  # (prompt index, state ids)
+Continuation = tuple[tuple[int, ...], bool]  # (new ids, finished)
+
+
+def delimiter_token_ids(tokenizer: Any, delimiters: Sequence[str]) -> frozenset[int]:
+    """The ids of the tokenizer's tokens whose text, decoded alone, holds one of ``delimiters``."""
+    if any(not d for d in delimiters):
+        raise ValueError(f"delimiters: {list(delimiters)!r} holds an empty string, which every text holds; drop it")
+    if not delimiters:
+        return frozenset()
+    texts = tokenizer.batch_decode([[i] for i in range(len(tokenizer))])  # the whole vocabulary: once per search
+    return frozenset(i for i, text in enumerate(texts) if any(d in text for d in delimiters))
+
+
+class StepExpander:
+    """The step rule and the counting of an ``expand(requests, k)`` of ``rg_verl.oreo.beam``.
+
+    Subclasses implement ``_generate(bound, requests, budgets, k)``: per request, ``k`` generated token
+    lists (each may run past the step's end; :meth:`_cut` cuts it), where ``bound`` is what their ``bind``
+    prepared for a search's prompts and ``budgets`` holds each request's token budget for this step.
+
+    Args:
+        step_max_tokens: the most tokens per step.
+        temperature, top_p: sampling as in the evaluation backends (top_k off); temperature 0 is greedy,
+            and the ``k`` continuations of a state are copies of one.
+        seed: the search's sampling seed (None: unseeded); how it is used is the backend's.
+        eos_ids: the ids that end a response.
+        max_tokens: the most response tokens in all (the total budget); a step that reaches it is finished.
+        delimiter_ids: :func:`delimiter_token_ids` of the step delimiters; empty: a step runs to end of
+            sequence or its budget, so one call samples whole responses (for ``value_rerank``).
+    """
+
+    def __init__(
+        self,
+        step_max_tokens: int,
+        temperature: float,
+        top_p: float,
+        seed: int | None,
+        eos_ids: Collection[int],
+        max_tokens: int | None,
+        delimiter_ids: Collection[int],
+    ):
+        if step_max_tokens < 1:
+            raise ValueError(f"step_max_tokens: {step_max_tokens} is below 1; allow a step at least one token")
+        if max_tokens is not None and max_tokens < 1:
+            raise ValueError(f"max_tokens: {max_tokens} is below 1; allow at least one token, or pass None")
+        if temperature < 0 or not 0 < top_p <= 1:
+            raise ValueError(f"temperature {temperature}, top_p {top_p}: need temperature >= 0 and 0 < top_p <= 1")
+        self.step_max_tokens, self.max_tokens = step_max_tokens, max_tokens
+        self.temperature, self.top_p, self.seed = temperature, top_p, seed
+        self.eos_ids, self.delimiter_ids = frozenset(eos_ids), frozenset(delimiter_ids)
+        self.calls = 0  # generation calls made so far
+        self.continuations = self.tokens = 0  # made so far, and their tokens
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature <= 0
+
+    def _budget(self, state_length: int) -> int:
+        if self.max_tokens is None:
+            return self.step_max_tokens
+        return max(0, min(self.step_max_tokens, self.max_tokens - state_length))
+
+    def _expand(self, bound: Any, requests: Sequence[Request], k: int) -> list[list[Continuation]]:
+        """Per request ``(prompt_index, state_ids)``, ``k`` continuations ``(new_ids, finished)``: one
+        generation call for every request with budget left; a state without gets ``k`` empty, finished ones."""
+        budgets = [self._budget(len(state)) for _, state in requests]
+        out: list[list[Continuation]] = [[((), True)] * k for _ in requests]
+        todo = [i for i, budget in enumerate(budgets) if budget > 0]
+        if not todo:
+            return out
+        samples = self._generate(bound, [requests[i] for i in todo], [budgets[i] for i in todo], k)
+        self.calls += 1
+        for i, row_samples in zip(todo, samples, strict=True):
+            out[i] = [self._cut(sample, budgets[i], len(requests[i][1])) for sample in row_samples]
+            self.continuations += k
+            self.tokens += sum(len(new) for new, _ in out[i])
+        return out
+
+    def _generate(self, bound: Any, requests: Sequence[Request], budgets: Sequence[int], k: int):
+        raise NotImplementedError
+
+    def _cut(self, tokens: Sequence[int], budget: int, state_length: int) -> Continuation:
+        """A generated row's step: up to and including the first end-of-sequence or delimiter token, within
+        ``budget`` (what follows is padding or another row's budget); finished at end of sequence or when the
+        response reaches ``max_tokens``."""
+        new = list(tokens[:budget])
+        for i, token in enumerate(new):
+            if token in self.eos_ids:
+                return tuple(new[: i + 1]), True
+            if token in self.delimiter_ids:
+                new = new[: i + 1]
+                break
+        spent = self.max_tokens is not None and state_length + len(new) >= self.max_tokens
+        return tuple(new), spent
