@@ -3,7 +3,8 @@
 Five reasoning-gym scorers (:data:`SYMPY_PARSED`) call ``sympy.parse_expr(answer)``, and
 ``parse_expr`` evaluates its input as Python. Model output is untrusted, so rg-verl only passes them
 answers that are plain arithmetic: digits, operators, brackets, and names that are either math
-functions and constants or short variable names. There are no underscores, quotes, attribute access,
+functions and constants (and ``Integral``: some reference answers of ``intermediate_integration`` are
+unevaluated integrals) or short variable names. There are no underscores, quotes, attribute access,
 or builtins such as ``eval`` and ``chr``. Anything else scores 0 without being parsed.
 """
 
@@ -19,7 +20,8 @@ SYMPY_PARSED = frozenset(
 # names a math answer may use beyond short variable names
 MATH_NAMES = frozenset(
     """sin cos tan cot sec csc asin acos atan acot asec acsc sinh cosh tanh coth asinh acosh atanh
-    exp log ln sqrt cbrt root pi oo E I abs Abs sign factorial floor ceiling Rational binomial gamma erf""".split()
+    exp log ln sqrt cbrt root pi oo E I abs Abs sign factorial floor ceiling Rational binomial gamma erf
+    Integral""".split()
 )
 
 _ALLOWED_CHARS = re.compile(r"[0-9A-Za-z+\-*/^().,=<>!%| \t\n]*")
@@ -31,6 +33,8 @@ def is_plain_expression(answer: str, max_chars: int = 2000) -> bool:
     """Whether ``answer`` is plain arithmetic that is safe to give ``sympy.parse_expr``.
 
     >>> is_plain_expression("3*x**2 + sin(x)/2 + C")
+    True
+    >>> is_plain_expression("3*Integral(x*cos(2*x), x) + C")  # intermediate_integration's unevaluated answers
     True
     >>> is_plain_expression("__import__('os').system('ls')")
     False

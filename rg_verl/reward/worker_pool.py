@@ -23,6 +23,12 @@ Design:
   worker stuck in a C-level computation is killed by the kernel rather than
   orphaned. Workers ignore SIGINT and get an address-space limit (current size plus
   ``memory_headroom``) so a runaway allocation ends in MemoryError.
+* A process forked from one whose fork server runs cannot use that server (it is not the server's parent),
+  so there the pool starts its workers with ``spawn``.
+* A daemonic process (a ``multiprocessing.Pool`` worker, a data-loader worker) may start workers too:
+  multiprocessing refuses children to such a process because they would be orphaned when it is
+  terminated, and these cannot be (the fork server exits with its parent, and its workers with it through
+  ``PR_SET_PDEATHSIG``), so the flag is lifted while a worker starts (:func:`_children_allowed`).
 * As with all multiprocessing start methods but ``fork``, workers import the
   parent's ``__main__`` module (it must be guarded by ``if __name__ ==
   "__main__":``); the fork server imports it once and workers inherit it.
@@ -30,6 +36,7 @@ Design:
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import logging
 import math
@@ -70,6 +77,24 @@ class Status(str, enum.Enum):
 class Bounded(NamedTuple):
     value: Any
     status: Status
+
+
+_daemon_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _children_allowed():
+    """Lets a daemonic process start a worker: its ``daemon`` flag (the public property) is lifted meanwhile."""
+    process = multiprocessing.current_process()
+    if not process.daemon:
+        yield
+        return
+    with _daemon_lock:
+        process.daemon = False
+        try:
+            yield
+        finally:
+            process.daemon = True
 
 
 # --- worker process --------------------------------------------------------------------------
@@ -279,7 +304,17 @@ class WorkerPool:
         parent_conn, child_conn = ctx.Pipe(duplex=True)
         proc = ctx.Process(target=_worker_main, args=(child_conn, config), name="rg-verl-bounded", daemon=True)
         try:
-            proc.start()
+            with _children_allowed():
+                proc.start()
+        except ChildProcessError:
+            # multiprocessing's fork server belongs to the process this one was forked from (a Pool or
+            # data-loader worker of a process that scored before): it cannot be reached from here
+            parent_conn.close()
+            if self.start_method != "forkserver":
+                raise
+            logger.info("the fork server belongs to a parent process; bounded workers start with spawn here")
+            self.start_method, self._ctx = "spawn", None
+            return self._spawn()
         finally:
             child_conn.close()
         worker = _Worker(proc, parent_conn)
