@@ -24,6 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 from reasoning_gym.factory import CURRICULA, DATASETS, create_curriculum
 
 from rg_verl.data.formats import FileSource, check_curriculum_levels, check_filter, parse_source
+from rg_verl.grpo import guards
 from rg_verl.schema import (
     ConfigError,
     check,
@@ -379,6 +380,7 @@ def validate(config: DictConfig) -> ReasoningGymConfig:
             f"data.dataloader_num_workers: {workers} copies the dataset into worker processes, where the "
             "curriculum's changes would not reach it; set data.dataloader_num_workers=0"
         )
+    guards.check(config)  # what verl 0.9.1 accepts and then gets wrong
     reward_fn = OmegaConf.select(config, "reward.custom_reward_function")
     if reward_fn is not None and str(reward_fn.get("path", "")).startswith("pkg://rg_verl.reward"):
         RewardConfig.from_section(reward_fn.get("reward_kwargs"))

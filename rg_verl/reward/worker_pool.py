@@ -18,8 +18,8 @@ Design:
   it is safe; because it preloads sympy and math-verify, replacing a killed worker
   costs a ``fork()`` (milliseconds) instead of a fresh interpreter plus a 1-2 s
   sympy import.
-* Workers set ``PR_SET_PDEATHSIG`` (Linux) and drop their reference to the fork
-  server's liveness pipe, so if the parent process dies the fork server exits and a
+* Workers (:mod:`rg_verl.reward.worker_process`) set ``PR_SET_PDEATHSIG`` (Linux) and drop their
+  reference to the fork server's liveness pipe, so if the parent process dies the fork server exits and a
   worker stuck in a C-level computation is killed by the kernel rather than
   orphaned. Workers ignore SIGINT and get an address-space limit (current size plus
   ``memory_headroom``) so a runaway allocation ends in MemoryError.
@@ -41,16 +41,15 @@ import enum
 import logging
 import math
 import multiprocessing
-import os
 import pickle
-import signal
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from multiprocessing.connection import wait
 from typing import Any, NamedTuple
+
+from rg_verl.reward.worker_process import WorkerConfig, worker_main
 
 __all__ = ["MAX_TIMEOUT_S", "MEMORY_HEADROOM_BYTES", "STARTUP_TIMEOUT_S", "Bounded", "Status", "WorkerPool"]
 
@@ -59,7 +58,6 @@ logger = logging.getLogger(__name__)
 STARTUP_TIMEOUT_S = 60.0  # seconds for a new worker to import its preload modules / a job's module
 MEMORY_HEADROOM_BYTES = 4 << 30  # address space a worker may add beyond its start size
 MAX_TIMEOUT_S = 7 * 86400.0  # poll() cannot wait much longer
-_PR_SET_PDEATHSIG = 1
 _START_WARNING_EVERY_S = 60.0  # a pool that cannot start workers says so this often, not on every call
 
 
@@ -95,99 +93,6 @@ def _children_allowed():
             yield
         finally:
             process.daemon = True
-
-
-# --- worker process --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _WorkerConfig:
-    preload: tuple[str, ...]
-    memory_headroom: int | None
-    pdeathsig: bool
-
-
-def _drop_forkserver_alive_fd() -> None:
-    """Close this worker's copy of the fork server's "alive" pipe, or it keeps the server alive.
-
-    A fork server that outlives a dead parent keeps PDEATHSIG from firing. multiprocessing has no public
-    way to reach that pipe, hence CPython's private ``forkserver._forkserver._forkserver_alive_fd``; if it
-    moves, this logs and the only loss is that orphaned workers are no longer killed.
-    """
-    try:
-        from multiprocessing import forkserver
-
-        fd = forkserver._forkserver._forkserver_alive_fd
-        if fd is not None:
-            os.close(fd)
-            forkserver._forkserver._forkserver_alive_fd = None
-    except Exception as e:
-        logger.debug("worker cannot drop the fork server's alive pipe: %r", e)
-
-
-def _set_pdeathsig() -> None:
-    import ctypes
-
-    ppid = os.getppid()
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != ppid:  # parent already gone before the prctl took effect
-        os._exit(1)
-    _drop_forkserver_alive_fd()
-
-
-def _limit_memory(headroom: int) -> None:
-    import resource
-
-    with open("/proc/self/statm") as f:
-        current = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    limit = current + headroom
-    if hard != resource.RLIM_INFINITY:
-        limit = min(limit, hard)
-    if soft == resource.RLIM_INFINITY or limit < soft:
-        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
-
-
-def _prepare_worker(config: _WorkerConfig) -> None:
-    """Signals, preloads and limits of a new worker; each step is best effort (a failure is logged)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    steps: list[tuple[str, Callable[[], Any]]] = []
-    if config.pdeathsig:
-        steps.append(("set PR_SET_PDEATHSIG", _set_pdeathsig))
-    steps += [(f"import {name}", lambda name=name: __import__(name)) for name in config.preload]
-    if config.memory_headroom:
-        steps.append(("limit its address space", lambda: _limit_memory(config.memory_headroom)))
-    for what, step in steps:
-        try:
-            step()
-        except Exception as e:
-            logger.debug("worker %d could not %s: %r", os.getpid(), what, e)
-
-
-def _worker_main(conn: Any, config: _WorkerConfig) -> None:
-    _prepare_worker(config)
-    dumps = pickle.dumps
-    try:
-        conn.send_bytes(dumps(("ready",)))
-        while True:
-            data = conn.recv_bytes()
-            try:
-                fn, args = pickle.loads(data)
-            except BaseException as e:
-                conn.send_bytes(dumps(("error", f"could not load job: {type(e).__name__}")))
-                continue
-            del data
-            conn.send_bytes(dumps(("accepted",)))
-            try:
-                out = dumps(("ok", fn(*args)), pickle.HIGHEST_PROTOCOL)
-            except BaseException as e:
-                # Only the type: str() of a sympy exception can itself be very slow.
-                out = dumps(("error", type(e).__name__))
-            del fn, args
-            conn.send_bytes(out)
-    except (EOFError, OSError):  # the parent closed the pipe or went away
-        return
 
 
 # --- parent side -----------------------------------------------------------------------------
@@ -296,13 +201,13 @@ class WorkerPool:
 
     def _spawn(self) -> _Worker:
         ctx = self._context()
-        config = _WorkerConfig(
+        config = WorkerConfig(
             preload=self.preload,
             memory_headroom=self.memory_headroom,
             pdeathsig=self.start_method == "forkserver" and sys.platform.startswith("linux"),
         )
         parent_conn, child_conn = ctx.Pipe(duplex=True)
-        proc = ctx.Process(target=_worker_main, args=(child_conn, config), name="rg-verl-bounded", daemon=True)
+        proc = ctx.Process(target=worker_main, args=(child_conn, config), name="rg-verl-bounded", daemon=True)
         try:
             with _children_allowed():
                 proc.start()

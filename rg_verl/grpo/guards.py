@@ -1,0 +1,143 @@
+"""What verl 0.9.1 accepts and then gets wrong: each check raises a ConfigError before Ray starts.
+
+- **Legacy reward keys.** verl 0.9.1's schema still holds the top-level ``custom_reward_function`` and
+  ``reward_model`` sections of its legacy reward worker, but its trainer reads only ``reward.*``: a config
+  ported from an older verl trains with the default reward, and nothing says so.
+- **Batch shapes.** verl checks that a step's samples split over the ranks; it does not check that each
+  rank's share splits into micro-batches, so such a run stops in its first log-prob or update pass with
+  ``data size must be divisible by force_group_size * micro_batch_size_per_gpu``.
+- **Group filtering** (``algorithm.filter_groups``, DAPO's dynamic sampling) drops the groups whose metric is
+  the same for every response. Only a binary outcome makes that "all right or all wrong": on the shaped
+  score (verl's ``reward``, our ``score``) a group of wrong answers whose format or length terms differ stays.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from rg_verl.schema import ConfigError
+
+__all__ = [
+    "BINARY_METRICS",
+    "LEGACY_REWARD_KEYS",
+    "check",
+    "check_batch_shapes",
+    "check_group_filter",
+    "check_legacy_keys",
+]
+
+# legacy key -> where verl 0.9.1 reads it (a prefix maps every key under it)
+LEGACY_REWARD_KEYS = {
+    "custom_reward_function.path": "reward.custom_reward_function.path",
+    "custom_reward_function.name": "reward.custom_reward_function.name",
+    "custom_reward_function.reward_kwargs": "reward.custom_reward_function.reward_kwargs",
+    "reward_model.reward_manager": "reward.reward_manager.name",
+    "reward_model.num_workers": "reward.num_workers",
+    "reward_model.model.path": "reward.reward_model.model_path",
+    "reward_model.reward_kwargs": "reward.custom_reward_function.reward_kwargs",
+    "reward_model.rollout.": "reward.reward_model.rollout.",
+    "reward_model.": "reward.reward_model.",
+}
+
+# reward keys that are 0 or 1 for every response: our reward's accuracy (correctness under its mode is 1)
+BINARY_METRICS = ("accuracy",)
+
+
+def _leaves(value: Any, prefix: str) -> list[tuple[str, Any]]:
+    if isinstance(value, dict):
+        return [leaf for key, item in value.items() for leaf in _leaves(item, f"{prefix}.{key}")]
+    return [(prefix, value)]
+
+
+def _new_key(key: str) -> str:
+    for old, new in LEGACY_REWARD_KEYS.items():
+        if key == old or (old.endswith(".") and key.startswith(old)):
+            return new + key[len(old) :] if old.endswith(".") else new
+    return "reward." + key
+
+
+def check_legacy_keys(config: DictConfig) -> None:
+    """A set value under the top-level ``custom_reward_function`` or ``reward_model``: name it and its new key."""
+    for section in ("custom_reward_function", "reward_model"):
+        values = OmegaConf.to_container(config[section], resolve=True) if section in config else None
+        for key, value in _leaves(values or {}, section):
+            if value is not None:
+                raise ConfigError(
+                    f"{key}: {value!r} is a legacy key that verl 0.9.1's trainer ignores (the run would use "
+                    f"reward.* instead, silently); set {_new_key(key)} and remove {key}, or convert the whole "
+                    "file with rg-verl migrate-config"
+                )
+
+
+def _largest_divisor(number: int, limit: int) -> int:
+    return max(d for d in range(1, min(number, limit) + 1) if number % d == 0)
+
+
+def check_batch_shapes(config: DictConfig) -> None:
+    """Each rank's share of a step, of a mini-batch, and of the log-prob passes splits into micro-batches."""
+    get = lambda key, default=None: OmegaConf.select(config, key, default=default)  # noqa: E731
+    world = get("trainer.n_gpus_per_node", 1) * get("trainer.nnodes", 1)
+    batch, n = get("data.train_batch_size"), get("actor_rollout_ref.rollout.n", 1)
+    if not all(isinstance(v, int) and v > 0 for v in (world, batch, n)):
+        return  # verl's own checks name these
+    samples = batch * n
+    if samples % world:
+        raise ConfigError(
+            f"data.train_batch_size × actor_rollout_ref.rollout.n = {batch} × {n} = {samples} samples per step do "
+            f"not split over {world} ranks (trainer.n_gpus_per_node × trainer.nnodes); make them a multiple of {world}"
+        )
+    actor = "actor_rollout_ref.actor"
+    dynamic = bool(get(f"{actor}.use_dynamic_bsz", False))
+    if dynamic != bool(get("actor_rollout_ref.rollout.log_prob_use_dynamic_bsz", False)):
+        raise ConfigError(
+            f"actor_rollout_ref.rollout.log_prob_use_dynamic_bsz differs from {actor}.use_dynamic_bsz ({dynamic}); "
+            "verl's actor worker asserts they agree: set both the same"
+        )
+    dp = world // max(1, get(f"{actor}.ulysses_sequence_parallel_size", 1) or 1)
+    if not dynamic:
+        mini = (get(f"{actor}.ppo_mini_batch_size") or batch) * n
+        if samples % mini or mini % dp:
+            raise ConfigError(
+                f"{actor}.ppo_mini_batch_size: {mini // n} prompts × rollout.n {n} = {mini} samples per update; "
+                f"it must divide the step's {samples} samples and split over {dp} data-parallel ranks"
+            )
+        _check_micro(f"{actor}.ppo_micro_batch_size_per_gpu", get, mini // dp, "a mini-batch")
+        _check_micro("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", get, samples // dp, "the step")
+    uses_reference = bool(get("algorithm.use_kl_in_reward", False) or get(f"{actor}.use_kl_loss", False))
+    if uses_reference and not get("actor_rollout_ref.ref.log_prob_use_dynamic_bsz", False):
+        ref_dp = world // max(1, get("actor_rollout_ref.ref.ulysses_sequence_parallel_size", 1) or 1)
+        _check_micro("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", get, samples // ref_dp, "the step")
+
+
+def _check_micro(key: str, get, share: int, what: str) -> None:
+    micro = get(key)
+    if isinstance(micro, int) and micro > 0 and share % micro:
+        raise ConfigError(
+            f"{key}: {micro}, but each rank's share of {what} is {share} samples, which verl cannot split into "
+            f"micro-batches of {micro} (it stops mid-run); set it to a divisor of {share}, "
+            f"e.g. {_largest_divisor(share, micro)}"
+        )
+
+
+def check_group_filter(config: DictConfig) -> None:
+    """Group filtering keys on a binary outcome: :data:`BINARY_METRICS`."""
+    section = OmegaConf.select(config, "algorithm.filter_groups", default=None)
+    if section is None or not section.get("enable", False):
+        return
+    metric = section.get("metric")
+    if metric not in BINARY_METRICS:
+        raise ConfigError(
+            f"algorithm.filter_groups.metric: {metric!r}; filtering drops groups whose metric is the same for every "
+            "response, and only a binary outcome makes those the all-right and all-wrong groups (a shaped score "
+            "keeps all-wrong groups whose format or length terms differ); set algorithm.filter_groups.metric="
+            f"{BINARY_METRICS[0]}"
+        )
+
+
+def check(config: DictConfig) -> None:
+    """Every check of this module."""
+    check_legacy_keys(config)
+    check_batch_shapes(config)
+    check_group_filter(config)

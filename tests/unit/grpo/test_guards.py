@@ -1,0 +1,115 @@
+"""rg_verl.grpo.guards: what verl 0.9.1 accepts and then gets wrong is a ConfigError before Ray starts."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from rg_verl.grpo import guards
+from rg_verl.schema import ConfigError
+from tests.unit.test_shipped_configs import composed
+
+REPO = Path(__file__).resolve().parents[3]
+SMOKE = REPO / "configs" / "smoke" / "cpu.yaml"  # 4 prompts × 2 responses; micro-batches 4 (update), 8 (log-probs)
+
+
+def smoke(*overrides: str):
+    return composed(SMOKE, tuple(overrides))
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("custom_reward_function.path=my_reward.py",
+         "custom_reward_function.path: 'my_reward.py' is a legacy key that verl 0.9.1's trainer ignores (the run "
+         "would use reward.* instead, silently); set reward.custom_reward_function.path and remove "
+         "custom_reward_function.path, or convert the whole file with rg-verl migrate-config"),
+        ("reward_model.reward_manager=prime", "reward_model.reward_manager: 'prime' is a legacy key that verl 0.9.1's "
+         "trainer ignores (the run would use reward.* instead, silently); set reward.reward_manager.name and remove "
+         "reward_model.reward_manager"),
+        ("reward_model.model.path=/rm", "set reward.reward_model.model_path and remove reward_model.model.path"),
+        ("reward_model.rollout.name=vllm", "set reward.reward_model.rollout.name and remove reward_model.rollout.name"),
+        ("reward_model.enable=true", "set reward.reward_model.enable and remove reward_model.enable"),
+    ],
+)  # fmt: skip
+def test_a_set_legacy_reward_key_is_named_with_its_new_key(override, message):
+    with pytest.raises(ConfigError) as error:
+        guards.check(smoke(override))
+    assert message in str(error.value)
+
+
+def test_the_smoke_config_on_two_ranks_is_refused_before_its_first_log_prob_pass():
+    """The shape verl accepted and then stopped on: 8 samples, 4 per rank, log-prob micro-batches of 8."""
+    with pytest.raises(ConfigError) as error:
+        guards.check(smoke("trainer.n_gpus_per_node=2"))
+    assert str(error.value) == (
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu: 8, but each rank's share of the step is 4 "
+        "samples, which verl cannot split into micro-batches of 8 (it stops mid-run); set it to a divisor of 4, e.g. 4"
+    )
+    guards.check(smoke("trainer.n_gpus_per_node=2", "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",
+                       "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=2"))  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["trainer.n_gpus_per_node=3"], "data.train_batch_size × actor_rollout_ref.rollout.n = 4 × 2 = 8 samples per "
+         "step do not split over 3 ranks (trainer.n_gpus_per_node × trainer.nnodes); make them a multiple of 3"),
+        (["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=3"], "actor_rollout_ref.actor.ppo_micro_batch_size_"
+         "per_gpu: 3, but each rank's share of a mini-batch is 8 samples, which verl cannot split into micro-batches "
+         "of 3 (it stops mid-run); set it to a divisor of 8, e.g. 2"),
+        (["actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=5"], "actor_rollout_ref.ref.log_prob_micro_batch_"
+         "size_per_gpu: 5, but each rank's share of the step is 8 samples"),
+        (["actor_rollout_ref.actor.ppo_mini_batch_size=3"], "actor_rollout_ref.actor.ppo_mini_batch_size: 3 prompts "
+         "× rollout.n 2 = 6 samples per update; it must divide the step's 8 samples and split over 1 data-parallel "
+         "ranks"),
+        (["actor_rollout_ref.actor.use_dynamic_bsz=true", "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=false"],
+         "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz "
+         "differs from actor_rollout_ref.actor.use_dynamic_bsz (True); verl's actor worker asserts they agree"),
+    ],
+)  # fmt: skip
+def test_batch_shapes_verl_would_stop_on_mid_run_are_named(overrides, message):
+    with pytest.raises(ConfigError) as error:
+        guards.check(smoke(*overrides))
+    assert message in str(error.value)
+
+
+def test_a_reference_micro_batch_is_not_checked_without_a_reference_model():
+    guards.check(smoke("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=5",
+                       "actor_rollout_ref.actor.use_kl_loss=false"))  # fmt: skip
+    guards.check(smoke("actor_rollout_ref.actor.use_dynamic_bsz=true",
+                       "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=true",
+                       "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=3"))  # fmt: skip
+
+
+@pytest.mark.parametrize("metric", ["reward", "score", "correct_lenient"])
+def test_group_filtering_on_a_shaped_or_partial_score_is_refused_with_the_reason(metric):
+    with pytest.raises(ConfigError) as error:
+        guards.check(smoke("algorithm.filter_groups.enable=true", f"algorithm.filter_groups.metric={metric}"))
+    assert str(error.value) == (
+        f"algorithm.filter_groups.metric: {metric!r}; filtering drops groups whose metric is the same for every "
+        "response, and only a binary outcome makes those the all-right and all-wrong groups (a shaped score keeps "
+        "all-wrong groups whose format or length terms differ); set algorithm.filter_groups.metric=accuracy"
+    )
+    guards.check(smoke("algorithm.filter_groups.enable=true", "algorithm.filter_groups.metric=accuracy"))
+    guards.check(smoke(f"algorithm.filter_groups.metric={metric}"))  # not enabled: not read
+
+
+def test_a_guard_fires_before_ray_through_the_command(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "train_grpo.py"), "trainer.n_gpus_per_node=2",
+         f"actor_rollout_ref.model.path={tmp_path}"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 1
+    assert "Invalid config: actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu: 8" in proc.stderr
+    assert "ray" not in (proc.stdout + proc.stderr).lower().replace("array", "")
+
+
+def test_the_shipped_configs_pass_every_guard():
+    # rg_verl.config.validate runs the guards; tests/unit/test_shipped_configs.py validates every shipped config
+    config = smoke()
+    assert OmegaConf.select(config, "algorithm.filter_groups.enable") is False
+    guards.check(config)
