@@ -37,7 +37,7 @@ from rg_verl.schema import (
     plain,
 )
 from rg_verl.tiny_model import TinyModelConfig
-from rg_verl.vocab import MAX_SEED, MAX_SPLIT_SIZE, MODES, MOVED_MODULES, TERM_NAMES
+from rg_verl.vocab import GATES, MAX_SEED, MAX_SPLIT_SIZE, MODES, MOVED_MODULES, TERM_NAMES
 
 # ConfigError, check_keys and check_model_path (rg_verl.schema) and MOVED_MODULES (rg_verl.vocab) are re-exported
 __all__ = [
@@ -264,6 +264,18 @@ def _parse_terms(where: str, value: Any) -> dict[str, float]:
     return {name: check(f"{where}.{name}", float, weight) for name, weight in value.items()}
 
 
+def _parse_gates(where: str, value: Any) -> dict[str, str]:
+    value = plain(value) or {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: {value!r} is not a mapping; set {{term: gate}}, e.g. {{format: correct}}")
+    for name, gate in value.items():
+        if name not in TERM_NAMES:
+            raise ConfigError(f"{where}.{name}: unknown reward term; valid terms: {', '.join(sorted(TERM_NAMES))}")
+        if gate not in GATES:
+            raise ConfigError(f"{where}.{name}: {gate!r} is not a gate; valid gates: {', '.join(GATES)}")
+    return {name: gate for name, gate in value.items() if gate != "none"}
+
+
 def _parse_math_datasets(where: str, value: Any) -> list[str]:
     value = plain(value) or []
     if not isinstance(value, list | tuple):
@@ -304,6 +316,12 @@ class RewardConfig:
         {},
         "extra terms added to correctness, name -> weight (rg_verl/reward/terms.py); 0 disables a term",
         parse=_parse_terms,
+    )
+    gates: dict[str, str] = option(
+        {},
+        "when a term counts, name -> gate: none (every response), correct or incorrect (only when the answer is "
+        "right, or wrong)",
+        parse=_parse_gates,
     )
     tokenizer_path: str | None = option(
         None, "tokenizer for response lengths in tokens", doc_default="actor_rollout_ref.model.path"

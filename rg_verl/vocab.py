@@ -80,6 +80,8 @@ TERM_NAMES = (
     "format", "length", "cosine", "self_correction",
     "reference_format", "reference_length", "reference_cosine",
 )
+# when a term counts: for every response, or only when the answer is right (accuracy 1) or wrong (accuracy 0)
+GATES = ("none", "correct", "incorrect")
 
 
 def formatted(think: str, answer: str) -> str:

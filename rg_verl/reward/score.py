@@ -197,6 +197,7 @@ def compute_score(
     math_datasets: list[str] | tuple[str, ...] | None = None,
     reference_terms: dict[str, Any] | None = None,
     response_tokens: int | None = None,
+    gates: dict[str, str] | None = None,
     **kwargs: Any,
 ) -> dict[str, float]:
     """Scores a response: correctness of its final answer, plus weighted extra terms.
@@ -222,6 +223,7 @@ def compute_score(
             and ``preappend_thinking_token`` (``rg_verl.config.ReferenceTermsConfig``).
         response_tokens: The response's length in tokens as :func:`count_tokens` counts it, from a caller
             that counted many responses at once; counted here with ``tokenizer_path`` when None.
+        gates: ``{term name: gate}``: ``correct`` (``incorrect``) lets a term count only where ``accuracy`` is 1 (0).
         **kwargs: Other keyword arguments from verl; ignored.
 
     Returns:
@@ -231,7 +233,7 @@ def compute_score(
         ``answer_found`` (under ``mode``); ``revised`` (the response changed its answer,
         see ``rg_verl.reward.terms.revised_answers``); ``self_corrected`` (it revised a wrong
         answer and ended correct); ``scoring_failed`` (the scorer raised); ``response_tokens``
-        when a tokenizer is given; and ``term/<name>`` for each weighted term.
+        when a tokenizer is given; and ``term/<name>`` for each weighted term (0 where its gate shuts it).
 
     Raises:
         ValueError: If ``data_source`` is not a reasoning-gym dataset or a file item, or a reward
@@ -240,6 +242,7 @@ def compute_score(
     config = reward_config(
         mode=mode, terms=terms, tokenizer_path=tokenizer_path,
         max_response_length=max_response_length, math_datasets=math_datasets, reference_terms=reference_terms,
+        gates=gates,
     )  # fmt: skip
     return score_with(config, data_source, solution_str, ground_truth, extra_info, response_tokens)
 
@@ -259,7 +262,8 @@ def score_with(
     entry = _entry(name, extra_info, ground_truth)
     score = functools.partial(_correctness, name, entry=entry, by_math=from_file or name in config.math_datasets)
     verdicts = _verdicts(text, data_source, score)
-    return _result(verdicts, config.mode, _response(text, verdicts, config, score, response_tokens), config.terms)
+    response = _response(text, verdicts, config, score, response_tokens)
+    return _result(verdicts, config.mode, response, config.terms, config.gates)
 
 
 def _dataset(data_source: Any) -> tuple[str, bool]:
@@ -326,9 +330,9 @@ def _response(
 
 
 def _result(
-    verdicts: dict[str, _Verdict], mode: str, response: Response, weights: dict[str, float]
+    verdicts: dict[str, _Verdict], mode: str, response: Response, weights: dict[str, float], gates: dict[str, str]
 ) -> dict[str, float]:
-    """The values :func:`compute_score` returns, the weighted terms added to ``score``."""
+    """The values :func:`compute_score` returns, the weighted terms that their gates let through added to ``score``."""
     result = {
         "score": response.correctness,
         "correct_strict": verdicts["strict"].correctness,
@@ -342,9 +346,10 @@ def _result(
     }
     if response.max_tokens:
         result["response_tokens"] = float(response.num_tokens)
+    outcome = "correct" if result["accuracy"] else "incorrect"
     for term, weight in weights.items():
         if weight != 0.0:
-            value = TERMS[term](response)
+            value = TERMS[term](response) if gates.get(term, outcome) == outcome else 0.0
             result[f"term/{term}"] = value
             result["score"] += weight * value
     return result

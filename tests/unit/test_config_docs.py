@@ -73,6 +73,8 @@ def test_base_yaml_lists_every_declared_field_with_its_default(section):
     if section.endswith("reward_kwargs"):
         assert docs.pop("terms").default == {}
         assert leaves.pop("terms") == {name: 0.0 for name in TERMS}, "every registered term, at weight 0"
+        assert docs.pop("gates").default == {}
+        assert leaves.pop("gates") == dict.fromkeys(TERMS, "none"), "every registered term, ungated"
     missing, extra = sorted(set(docs) - set(leaves)), sorted(set(leaves) - set(docs))
     assert not missing and not extra, f"{BASE_YAML.name} lacks {missing}; lists fields not declared: {extra}"
     for name, doc in docs.items():

@@ -283,3 +283,57 @@ def test_property_any_answer_scores_in_range_within_bounds(name, body, repeat):
     text = f"<think>t</think><answer>{body * (repeat + 1)}</answer>"
     result = within(HANG_S, _score, name, entry, text)
     assert 0.0 <= result["score"] <= 1.0
+
+
+# --- gated terms -----------------------------------------------------------------------------------
+
+# per term, a (right, wrong) pair of chain_sum responses on which the term's value is non-zero for both
+GATED_RESPONSES = {
+    "format": ("<think>x</think><answer>{right}</answer>", "<think>x</think><answer>{wrong}</answer>"),
+    "length": ("<think>x y z</think><answer>{right}</answer>", "<think>x y z</think><answer>{wrong}</answer>"),
+    "cosine": ("<think>x</think><answer>{right}</answer>", "<think>x</think><answer>{wrong}</answer>"),
+    "self_correction": ("<answer>{wrong}</answer> no: <answer>{right}</answer>", None),
+    "reference_format": ("<think>x</think><answer>{right}</answer>", "<think>x</think><answer>{wrong}</answer>"),
+    "reference_length": (None, "<think>x</think><answer>{wrong}</answer>"),
+    "reference_cosine": ("<think>x</think><answer>{right}</answer>", "<think>x</think><answer>{wrong}</answer>"),
+}  # fmt: skip
+
+
+def test_every_term_has_gated_responses():
+    assert set(GATED_RESPONSES) == set(reward_mod.TERMS)
+
+
+@pytest.fixture(scope="module")
+def tokenizer_path(tmp_path_factory):
+    from rg_verl.tiny_model import build_tiny_model
+
+    return str(build_tiny_model(tmp_path_factory.mktemp("tok") / "model"))
+
+
+@pytest.mark.parametrize("term", sorted(GATED_RESPONSES))
+def test_a_gated_term_counts_only_for_its_outcome(term, tokenizer_path):
+    """Term by term: ``correct`` lets the term through on right answers only, ``incorrect`` on wrong ones only,
+    ``none`` on both; what it adds is weight × its value, and ``term/<name>`` reports what it added."""
+    entry = _entry("chain_sum")
+    answers = {"right": entry["answer"], "wrong": str(int(entry["answer"]) + 1)}
+    options = {"tokenizer_path": tokenizer_path, "max_response_length": 64}
+    for outcome, template in zip(("correct", "incorrect"), GATED_RESPONSES[term], strict=True):
+        if template is None:  # this term is 0 on this outcome whatever the gate
+            continue
+        response = template.format(**answers)
+        plain = _score("chain_sum", entry, response, terms={term: 0.5}, **options)
+        assert plain["accuracy"] == float(outcome == "correct") and plain[f"term/{term}"] != 0.0
+        base = plain["score"] - 0.5 * plain[f"term/{term}"]
+        for gate in ("none", "correct", "incorrect"):
+            gated = _score("chain_sum", entry, response, terms={term: 0.5}, gates={term: gate}, **options)
+            counts = gate in ("none", outcome)
+            assert gated[f"term/{term}"] == (plain[f"term/{term}"] if counts else 0.0), (gate, outcome)
+            assert gated["score"] == pytest.approx(base + 0.5 * gated[f"term/{term}"])
+
+
+def test_gates_name_a_term_and_a_gate():
+    with pytest.raises(ValueError, match=r"gates.formats: unknown reward term; valid terms: cosine, format"):
+        reward_config(gates={"formats": "correct"})
+    with pytest.raises(ValueError, match=r"gates.format: 'right' is not a gate; valid gates: none, correct, incorrect"):
+        reward_config(gates={"format": "right"})
+    assert reward_config(gates={"format": "none", "length": "correct"}).gates == {"length": "correct"}
