@@ -14,7 +14,6 @@ imported): :func:`rg_verl.data.files.check_sources` reads them, right after this
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from reasoning_gym.factory import CURRICULA, DATASETS, create_curriculum
 
 from rg_verl.data.formats import FileSource, check_curriculum_levels, check_filter, parse_source
+from rg_verl.data.generators import check_generator_config, dataset_name_error
 from rg_verl.grpo import guards
 from rg_verl.schema import (
     ConfigError,
@@ -39,7 +39,8 @@ from rg_verl.schema import (
 from rg_verl.tiny_model import TinyModelConfig
 from rg_verl.vocab import GATES, MAX_SEED, MAX_SPLIT_SIZE, MODES, MOVED_MODULES, TERM_NAMES
 
-# ConfigError, check_keys and check_model_path (rg_verl.schema) and MOVED_MODULES (rg_verl.vocab) are re-exported
+# ConfigError, check_keys and check_model_path (rg_verl.schema), MOVED_MODULES (rg_verl.vocab) and
+# dataset_name_error (rg_verl.data.generators) are re-exported
 __all__ = [
     "AdaptiveWeightsConfig", "CurriculumConfig", "DatasetSpec", "ReasoningGymConfig", "ReferenceTermsConfig",
     "RewardConfig", "ConfigError", "MOVED_MODULES", "check_keys", "check_model_path", "dataset_name_error",
@@ -51,17 +52,6 @@ REWARD_KWARGS = "reward.custom_reward_function.reward_kwargs"
 
 # the config keys that name one of our modules for verl to load
 PLUGIN_PATHS = ("data.custom_cls.path", "reward.custom_reward_function.path")
-
-
-def dataset_name_error(where: str, name: str) -> ConfigError:
-    """The error for a name that is not a registered reasoning-gym dataset, with close matches."""
-    close = difflib.get_close_matches(name, list(DATASETS), n=3)
-    hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-    return ConfigError(
-        f"{where}: unknown reasoning-gym dataset {name!r}.{hint} "
-        "The registered names are the keys of reasoning_gym.factory.DATASETS; "
-        "a dataset read from a file (GSM8K, MATH) needs a 'source'."
-    )
 
 
 def _parse_source(where: str, value: Any) -> FileSource | None:
@@ -93,19 +83,6 @@ class DatasetSpec:
                 )
 
 
-def _check_generator_config(where: str, name: str, config: dict) -> None:
-    """reasoning-gym's own check of a dataset's config: its config class, and its ``validate()``."""
-    if name not in DATASETS:
-        raise dataset_name_error(where, name)
-    config_cls = DATASETS[name][1]
-    try:
-        instance = config_cls(**config)
-        if hasattr(instance, "validate"):  # a few reasoning-gym configs have none
-            instance.validate()
-    except (TypeError, AssertionError, ValueError) as error:
-        raise ConfigError(f"{where}.config: reasoning-gym rejects {config}: {error}") from None
-
-
 def _parse_mix(where: str, value: Any) -> dict[str, DatasetSpec]:
     """A mix: reasoning-gym datasets, and file datasets (with a ``source``), sorted by name."""
     value = plain(value)
@@ -118,7 +95,7 @@ def _parse_mix(where: str, value: Any) -> dict[str, DatasetSpec]:
             raise ConfigError(f"{where}.{name}: expected {{weight, config}}, got {section!r}")
         spec = parse_section(DatasetSpec, section, f"{where}.{name}")
         if spec.source is None:
-            _check_generator_config(f"{where}.{name}", str(name), spec.config)
+            check_generator_config(f"{where}.{name}", str(name), spec.config)
         elif not SOURCE_NAME.match(str(name)):
             raise ConfigError(
                 f"{where}.{name}: {name!r} cannot name a file dataset; use letters, digits, '_', '.', '-'"
@@ -378,7 +355,7 @@ def tiny_model_config(config: DictConfig) -> TinyModelConfig:
         section["warm_start"] = {**_run_prompts(config), **section["warm_start"]}
     tiny = parse_section(TinyModelConfig, section, "tiny_model")
     for name, dataset_config in (tiny.warm_start.datasets if tiny.warm_start else {}).items():
-        _check_generator_config(f"tiny_model.warm_start.datasets.{name}", name, dataset_config)
+        check_generator_config(f"tiny_model.warm_start.datasets.{name}", name, dataset_config)
     return tiny
 
 
