@@ -3,7 +3,8 @@
 Registered as ``trainer.v1.trainer_mode=rg_verl`` (the default in ``rg_verl_base``). It adds
 no training logic of its own: after each step it reads the step's rewards back from verl's
 TransferQueue, grouped by ``data_source``, and logs their means next to verl's metrics as
-``train/<data_source>/<key>``, where key is ``score`` and every extra value our reward returns.
+``train/<data_source>/<key>``, where key is ``score`` and every extra value our reward returns, and the share
+of groups whose answers were all right or all wrong (``groups/all_correct``, ``groups/all_wrong``: no advantage).
 Training and validation metrics of reasoning-gym datasets also get per-category means
 (``.../reasoning_gym/category/<category>/...``, see :mod:`rg_verl.grpo.metrics`).
 
@@ -24,7 +25,7 @@ from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from rg_verl.data.dataset import ReasoningGymDataset
-from rg_verl.grpo.metrics import category_means, reward_means, self_correction_rates
+from rg_verl.grpo.metrics import category_means, group_outcomes, reward_means, self_correction_rates
 from rg_verl.grpo.reward_curve import REWARD_KEY, RewardCurve
 from rg_verl.vocab import source_name
 
@@ -49,7 +50,7 @@ class ReasoningGymTrainer(PPOTrainerSync):
     def step(self, metrics: dict, timing_raw: dict):
         batch = super().step(metrics, timing_raw)
         data_sources, infos = self.read_rewards(batch)
-        reward_metrics = reward_means(data_sources, infos)
+        reward_metrics = {**reward_means(data_sources, infos), **group_outcomes(batch.keys, data_sources, infos)}
         metrics.update(reward_metrics)
         metrics.update(category_means(reward_metrics))
         if isinstance(self.train_dataset, ReasoningGymDataset):

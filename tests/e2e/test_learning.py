@@ -129,6 +129,18 @@ def test_grpo_raises_the_training_reward(grpo_run):
 
 
 @pytest.mark.slow
+def test_the_run_logs_its_dead_groups_as_its_rewards_allow(grpo_run):
+    """Each step's share of all-right and all-wrong groups (no advantage under GRPO) against the accuracy it
+    logged: with groups of equal size, all-right groups alone give at least that share of right answers."""
+    _, metrics = grpo_run
+    prefix = "train/reasoning_gym/chain_sum/"
+    for step in metrics.values():
+        right, wrong = step[prefix + "groups/all_correct"], step[prefix + "groups/all_wrong"]
+        assert 0.0 <= right <= step[prefix + "accuracy"] <= 1.0 - wrong <= 1.0
+    assert any(step[prefix + "groups/all_wrong"] > 0 for step in metrics.values())  # the start answers few right
+
+
+@pytest.mark.slow
 def test_negated_advantage_does_not_learn(grpo_run, negated_run):
     rewards = curve(negated_run)
     print(f"negated reward per step: {np.round(rewards, 3).tolist()}, gain {gain(rewards):+.3f}")
