@@ -78,11 +78,11 @@ def _largest_divisor(number: int, limit: int) -> int:
 def check_batch_shapes(config: DictConfig) -> None:
     """Each rank's share of a step, of a mini-batch, and of the log-prob passes splits into micro-batches."""
     get = lambda key, default=None: OmegaConf.select(config, key, default=default)  # noqa: E731
-    world = get("trainer.n_gpus_per_node", 1) * get("trainer.nnodes", 1)
+    gpus, nodes = get("trainer.n_gpus_per_node", 1), get("trainer.nnodes", 1)
     batch, n = get("data.train_batch_size"), get("actor_rollout_ref.rollout.n", 1)
-    if not all(isinstance(v, int) and v > 0 for v in (world, batch, n)):
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (gpus, nodes, batch, n)):
         return  # verl's own checks name these
-    samples = batch * n
+    world, samples = gpus * nodes, batch * n
     if samples % world:
         raise ConfigError(
             f"data.train_batch_size × actor_rollout_ref.rollout.n = {batch} × {n} = {samples} samples per step do "

@@ -76,6 +76,11 @@ def test_batch_shapes_verl_would_stop_on_mid_run_are_named(overrides, message):
     assert message in str(error.value)
 
 
+def test_shapes_verl_itself_refuses_are_left_to_verl():
+    guards.check(smoke("trainer.n_gpus_per_node=null"))
+    guards.check(smoke("data.train_batch_size=0"))
+
+
 def test_a_reference_micro_batch_is_not_checked_without_a_reference_model():
     guards.check(smoke("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=5",
                        "actor_rollout_ref.actor.use_kl_loss=false"))  # fmt: skip
