@@ -58,6 +58,7 @@ from typing import Any
 
 from rg_verl import migrate_reference, migrate_verl
 from rg_verl.atomic import write_atomic
+from rg_verl.grpo import guards
 from rg_verl.migrate_tree import MISSING, Migration, Unmapped, container, differences, flatten, merge, put
 from rg_verl.schema import ConfigError
 
@@ -147,6 +148,7 @@ def migrate(old: Any) -> tuple[dict, Unmapped]:
     migrate_reference.reasoning_gym(m, mix)
     migrate_reference.reward(m)
     migrate_verl.verl(m)
+    _fit_micro_batches(m, defaults)
     desired: dict = {}
     for path, value in m.desired.items():
         put(desired, path, value)
@@ -154,6 +156,25 @@ def migrate(old: Any) -> tuple[dict, Unmapped]:
     new = {"hydra": {**hydra, "searchpath": list(SEARCHPATH)}, "defaults": list(DEFAULTS)}
     body = differences(desired, defaults)
     return ({**new, **body} if body is not MISSING else new), m.unmapped
+
+
+def _fit_micro_batches(m: Migration, defaults: dict) -> None:
+    """Micro-batch sizes that verl 0.9.1's engine workers cannot split each rank's share into (its old workers
+    could) become the largest size that can, reported (``rg_verl.grpo.guards`` would refuse them)."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    desired: dict = {}
+    for path, value in m.desired.items():
+        put(desired, path, value)
+    try:
+        fixes = guards.micro_batch_fixes(OmegaConf.create(merge(defaults, desired)))
+    except (ConfigError, OmegaConfBaseException, TypeError, ValueError):
+        return  # a shape the guards refuse at training time, or sections of the wrong type: reported elsewhere
+    for key, (old, new) in fixes.items():
+        m.set(key, new)
+        m.report(key, f"{old} does not split each rank's share into whole micro-batches, which verl 0.9.1's "
+                      f"engine workers stop on; set to {new}")  # fmt: skip
 
 
 # ---- the writer

@@ -26,6 +26,7 @@ __all__ = [
     "check_batch_shapes",
     "check_group_filter",
     "check_legacy_keys",
+    "micro_batch_fixes",
 ]
 
 # legacy key -> where verl 0.9.1 reads it (a prefix maps every key under it)
@@ -75,8 +76,12 @@ def _largest_divisor(number: int, limit: int) -> int:
     return max(d for d in range(1, min(number, limit) + 1) if number % d == 0)
 
 
-def check_batch_shapes(config: DictConfig) -> None:
-    """Each rank's share of a step, of a mini-batch, and of the log-prob passes splits into micro-batches."""
+def check_batch_shapes(config: DictConfig, fixes: dict[str, tuple[int, int]] | None = None) -> None:
+    """Each rank's share of a step, of a mini-batch, and of the log-prob passes splits into micro-batches.
+
+    With ``fixes``, a micro-batch size that does not split its share is recorded there, ``key -> (value, the
+    largest divisor of the share up to it)``, instead of raised (the other shapes still raise).
+    """
     get = lambda key, default=None: OmegaConf.select(config, key, default=default)  # noqa: E731
     gpus, nodes = get("trainer.n_gpus_per_node", 1), get("trainer.nnodes", 1)
     batch, n = get("data.train_batch_size"), get("actor_rollout_ref.rollout.n", 1)
@@ -103,17 +108,29 @@ def check_batch_shapes(config: DictConfig) -> None:
                 f"{actor}.ppo_mini_batch_size: {mini // n} prompts × rollout.n {n} = {mini} samples per update; "
                 f"it must divide the step's {samples} samples and split over {dp} data-parallel ranks"
             )
-        _check_micro(f"{actor}.ppo_micro_batch_size_per_gpu", get, mini // dp, "a mini-batch")
-        _check_micro("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", get, samples // dp, "the step")
+        _check_micro(f"{actor}.ppo_micro_batch_size_per_gpu", get, mini // dp, "a mini-batch", fixes)
+        _check_micro("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", get, samples // dp, "the step",
+                     fixes)  # fmt: skip
     uses_reference = bool(get("algorithm.use_kl_in_reward", False) or get(f"{actor}.use_kl_loss", False))
     if uses_reference and not get("actor_rollout_ref.ref.log_prob_use_dynamic_bsz", False):
         ref_dp = world // max(1, get("actor_rollout_ref.ref.ulysses_sequence_parallel_size", 1) or 1)
-        _check_micro("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", get, samples // ref_dp, "the step")
+        _check_micro("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", get, samples // ref_dp, "the step",
+                     fixes)  # fmt: skip
 
 
-def _check_micro(key: str, get, share: int, what: str) -> None:
+def micro_batch_fixes(config: DictConfig) -> dict[str, tuple[int, int]]:
+    """The micro-batch sizes that do not split their rank's share: ``key -> (value, a size that does)``."""
+    fixes: dict[str, tuple[int, int]] = {}
+    check_batch_shapes(config, fixes)
+    return fixes
+
+
+def _check_micro(key: str, get, share: int, what: str, fixes: dict | None) -> None:
     micro = get(key)
     if isinstance(micro, int) and micro > 0 and share % micro:
+        if fixes is not None:
+            fixes[key] = (micro, _largest_divisor(share, micro))
+            return
         raise ConfigError(
             f"{key}: {micro}, but each rank's share of {what} is {share} samples, which verl cannot split into "
             f"micro-batches of {micro} (it stops mid-run); set it to a divisor of {share}, "

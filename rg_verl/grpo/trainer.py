@@ -49,8 +49,8 @@ class ReasoningGymTrainer(PPOTrainerSync):
 
     def step(self, metrics: dict, timing_raw: dict):
         batch = super().step(metrics, timing_raw)
-        data_sources, infos = self.read_rewards(batch)
-        reward_metrics = {**reward_means(data_sources, infos), **group_outcomes(batch.keys, data_sources, infos)}
+        keys, data_sources, infos = self.read_rewards(batch)
+        reward_metrics = {**reward_means(data_sources, infos), **group_outcomes(keys, data_sources, infos)}
         metrics.update(reward_metrics)
         metrics.update(category_means(reward_metrics))
         if isinstance(self.train_dataset, ReasoningGymDataset):
@@ -76,9 +76,10 @@ class ReasoningGymTrainer(PPOTrainerSync):
         metrics = {**metrics, **self_correction_rates(metrics)}
         return {**metrics, **category_means(metrics)}
 
-    def read_rewards(self, batch) -> tuple[list[str], list[dict]]:
-        """Each sample's data source and the dict our reward function returned for it."""
+    def read_rewards(self, batch) -> tuple[list[str], list[str], list[dict]]:
+        """Each sample's key (``<prompt uid>_<session>_<sample>``), data source and the dict our reward function
+        returned for it."""
         data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=READ_FIELDS)
         data_sources = [str(source) for source in list(data["data_source"])]
         infos = [dict(extra or {}).get("reward_extra_info", {}) for extra in list(data["extra_fields"])]
-        return data_sources, infos
+        return [str(key) for key in batch.keys], data_sources, infos

@@ -444,8 +444,16 @@ def test_a_reference_experiment_migrates_and_passes_our_checks_and_verls(tmp_pat
     path, unmapped = migrated(tmp_path, REFERENCE[name], name.replace("/", "__"))
     config = checked(path)
     assert config.reasoning_gym.datasets and config.actor_rollout_ref.rollout.n == 8
-    # the note on the validation size; a threshold curriculum's update_steps, which it never read
-    assert {key for key, _ in unmapped} <= {"reasoning_gym.dataset_size", "curriculum.schedule.update_steps"}
+    # the note on the validation size; a threshold curriculum's update_steps, which it never read; the log-prob
+    # micro-batches of 160, which do not split a rank's 64 samples (verl 0.9.1's engine workers stop on that)
+    micro = {f"actor_rollout_ref.{role}.log_prob_micro_batch_size_per_gpu" for role in ("rollout", "ref")}
+    assert {key for key, _ in unmapped} <= {"reasoning_gym.dataset_size", "curriculum.schedule.update_steps", *micro}
+    for key in micro:
+        assert OmegaConf.select(config, key) == 64
+        assert dict(unmapped)[key] == (
+            "160 does not split each rank's share into whole micro-batches, which verl 0.9.1's engine workers stop "
+            "on; set to 64"
+        )
 
 
 def reference_file(name: str) -> dict:

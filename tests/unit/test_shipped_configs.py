@@ -421,10 +421,13 @@ def test_every_reward_key_changes_the_reward(tokenizer_path):
     assert score(rest, terms=reference_format)["term/reference_format"] == 0.0
     options = {"preappend_thinking_token": True}
     assert score(rest, terms=reference_format, reference_terms=options)["term/reference_format"] == 1.0
+    # gates: a format term gated on correct pays nothing for a wrong answer in the format
+    assert score(wrong, terms={"format": 0.5})["term/format"] == 1.0
+    assert score(wrong, terms={"format": 0.5}, gates={"format": "correct"})["term/format"] == 0.0
     declared = {f.name for f in dataclasses.fields(rg_verl.config.RewardConfig)}
-    assert declared == {"mode", "terms", "tokenizer_path", "max_response_length", "math_datasets", "reference_terms"}, (
-        "a new reward key needs a line above that shows its effect"
-    )
+    assert declared == {
+        "mode", "terms", "gates", "tokenizer_path", "max_response_length", "math_datasets", "reference_terms"
+    }, "a new reward key needs a line above that shows its effect"  # fmt: skip
 
 
 def test_every_reward_key_is_a_parameter_of_the_reward_function():

@@ -23,8 +23,9 @@ def trainer(monkeypatch):
     monkeypatch.setattr(PPOTrainerSync, "_validate", lambda self: dict(val))
     monkeypatch.setattr(PPOTrainerSync, "step", lambda self, metrics, timing_raw: "batch")
     sources = ["reasoning_gym/chain_sum", "reasoning_gym/maze", "reasoning_gym/maze"]
-    infos = [{"score": 1.0}, {"score": 1.0}, {"score": 0.0}]
-    monkeypatch.setattr(ReasoningGymTrainer, "read_rewards", lambda self, batch: (sources, infos))
+    infos = [{"score": 1.0, "accuracy": 1.0}, {"score": 1.0, "accuracy": 1.0}, {"score": 0.0, "accuracy": 0.0}]
+    keys = ["u1_0_0", "u2_0_0", "u2_0_1"]  # verl's trajectory keys: one chain_sum group, one maze group of two
+    monkeypatch.setattr(ReasoningGymTrainer, "read_rewards", lambda self, batch: (keys, sources, infos))
     trainer = ReasoningGymTrainer.__new__(ReasoningGymTrainer)  # no verl setup needed for these methods
     trainer.train_dataset = None  # not a reasoning-gym dataset: no curriculum
     return trainer
@@ -46,8 +47,20 @@ def test_trainer_step_adds_category_means(trainer):
         "timing_s/gen": 1.0,
         f"{T}/chain_sum/score": 1.0,
         f"{T}/maze/score": 0.5,
+        f"{T}/chain_sum/accuracy": 1.0,
+        f"{T}/maze/accuracy": 0.5,
+        f"{T}/chain_sum/groups/all_correct": 1.0,
+        f"{T}/chain_sum/groups/all_wrong": 0.0,
+        f"{T}/maze/groups/all_correct": 0.0,  # one right and one wrong answer: the group has an advantage
+        f"{T}/maze/groups/all_wrong": 0.0,
         f"{T}/category/arithmetic/score": 1.0,
         f"{T}/category/games/score": 0.5,
+        f"{T}/category/arithmetic/accuracy": 1.0,
+        f"{T}/category/games/accuracy": 0.5,
+        f"{T}/category/arithmetic/groups/all_correct": 1.0,
+        f"{T}/category/arithmetic/groups/all_wrong": 0.0,
+        f"{T}/category/games/groups/all_correct": 0.0,
+        f"{T}/category/games/groups/all_wrong": 0.0,
     }
 
 
