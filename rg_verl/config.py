@@ -231,26 +231,30 @@ class ReasoningGymConfig:
 
 # ---- reward.custom_reward_function.reward_kwargs
 
-def _parse_terms(where: str, value: Any) -> dict[str, float]:
+def _term_map(where: str, value: Any, noun: str, example: str, item: Any) -> dict[str, Any]:
+    """A mapping of registered term names to values that ``item(where, value)`` checks."""
     value = plain(value) or {}
     if not isinstance(value, dict):
-        raise ConfigError(f"{where}: {value!r} is not a mapping; set {{term: weight}}, e.g. {{format: 0.2}}")
+        raise ConfigError(f"{where}: {value!r} is not a mapping; set {{term: {noun}}}, e.g. {example}")
     for name in value:
         if name not in TERM_NAMES:
             raise ConfigError(f"{where}.{name}: unknown reward term; valid terms: {', '.join(sorted(TERM_NAMES))}")
-    return {name: check(f"{where}.{name}", float, weight) for name, weight in value.items()}
+    return {name: item(f"{where}.{name}", entry) for name, entry in value.items()}
+
+
+def _parse_terms(where: str, value: Any) -> dict[str, float]:
+    return _term_map(where, value, "weight", "{format: 0.2}", lambda w, weight: check(w, float, weight))
+
+
+def _gate(where: str, gate: Any) -> str:
+    if gate not in GATES:
+        raise ConfigError(f"{where}: {gate!r} is not a gate; valid gates: {', '.join(GATES)}")
+    return gate
 
 
 def _parse_gates(where: str, value: Any) -> dict[str, str]:
-    value = plain(value) or {}
-    if not isinstance(value, dict):
-        raise ConfigError(f"{where}: {value!r} is not a mapping; set {{term: gate}}, e.g. {{format: correct}}")
-    for name, gate in value.items():
-        if name not in TERM_NAMES:
-            raise ConfigError(f"{where}.{name}: unknown reward term; valid terms: {', '.join(sorted(TERM_NAMES))}")
-        if gate not in GATES:
-            raise ConfigError(f"{where}.{name}: {gate!r} is not a gate; valid gates: {', '.join(GATES)}")
-    return {name: gate for name, gate in value.items() if gate != "none"}
+    gates = _term_map(where, value, "gate", "{format: correct}", _gate)
+    return {name: gate for name, gate in gates.items() if gate != "none"}
 
 
 def _parse_math_datasets(where: str, value: Any) -> list[str]:

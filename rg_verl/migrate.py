@@ -148,31 +148,30 @@ def migrate(old: Any) -> tuple[dict, Unmapped]:
     migrate_reference.reasoning_gym(m, mix)
     migrate_reference.reward(m)
     migrate_verl.verl(m)
-    _fit_micro_batches(m, defaults)
     desired: dict = {}
     for path, value in m.desired.items():
         put(desired, path, value)
+    _fit_micro_batches(m, defaults, desired)
     hydra = desired.pop("hydra", {})
     new = {"hydra": {**hydra, "searchpath": list(SEARCHPATH)}, "defaults": list(DEFAULTS)}
     body = differences(desired, defaults)
     return ({**new, **body} if body is not MISSING else new), m.unmapped
 
 
-def _fit_micro_batches(m: Migration, defaults: dict) -> None:
+def _fit_micro_batches(m: Migration, defaults: dict, desired: dict) -> None:
     """Micro-batch sizes that verl 0.9.1's engine workers cannot split each rank's share into (its old workers
-    could) become the largest size that can, reported (``rg_verl.grpo.guards`` would refuse them)."""
+    could) become the largest size that can, in ``m`` and its ``desired`` tree, reported (``rg_verl.grpo.guards``
+    would refuse them)."""
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
-    desired: dict = {}
-    for path, value in m.desired.items():
-        put(desired, path, value)
     try:
         fixes = guards.micro_batch_fixes(OmegaConf.create(merge(defaults, desired)))
     except (ConfigError, OmegaConfBaseException, TypeError, ValueError):
         return  # a shape the guards refuse at training time, or sections of the wrong type: reported elsewhere
     for key, (old, new) in fixes.items():
         m.set(key, new)
+        put(desired, key, m.desired[key])
         m.report(key, f"{old} does not split each rank's share into whole micro-batches, which verl 0.9.1's "
                       f"engine workers stop on; set to {new}")  # fmt: skip
 

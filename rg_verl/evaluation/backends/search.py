@@ -38,8 +38,8 @@ VLLM_MEMORY_SHARE = 0.5
 
 
 class ValueSearchBackend(Backend):
-    """The search loop of the value modes. A subclass loads the policy (its ``tokenizer``, ``eos_ids``,
-    ``prompt_ids``), calls :meth:`_load_value_model`, and makes a step expander in ``_step_expander``."""
+    """The search loop of the value modes. A subclass loads the policy (its ``tokenizer``, ``eos_ids`` and a
+    ``prompt_ids(messages)``), calls :meth:`_load_value_model`, and makes a step expander in ``_step_expander``."""
 
     batch_size: int
     tokenizer: Any
@@ -58,21 +58,17 @@ class ValueSearchBackend(Backend):
         self.searched = {"continuations": 0, "tokens": 0}  # what the searches generated so far
         logger.info("%s with value model %s on %s", self.decoding.mode, self.decoding.value_model, device)
 
-    def prompt_ids(self, messages: Messages) -> list[int]:
-        raise NotImplementedError
-
-    def _step_expander(self, sampling: Sampling, whole: bool, seed: int | None) -> StepExpander:
+    def _step_expander(
+        self, sampling: Sampling, step_tokens: int, delimiter_ids: frozenset[int], seed: int | None
+    ) -> StepExpander:
         raise NotImplementedError
 
     def _expander(self, sampling: Sampling, whole: bool) -> StepExpander:
+        """The search's step expander; ``whole``: steps are whole responses (``value_rerank``)."""
         seed = self.decoding.seed if sampling.seed is None else sampling.seed
-        return self._step_expander(sampling, whole, seed)
-
-    def _step_budget(self, sampling: Sampling, whole: bool) -> tuple[int, frozenset[int]]:
-        """A step's token budget and delimiter ids: a whole response's for ``value_rerank``."""
         if whole:
-            return sampling.max_tokens, frozenset()
-        return self.decoding.step_max_tokens, self.delimiter_ids
+            return self._step_expander(sampling, sampling.max_tokens, frozenset(), seed)
+        return self._step_expander(sampling, self.decoding.step_max_tokens, self.delimiter_ids, seed)
 
     def generate(self, prompts: list[Messages], n: int, sampling: Sampling) -> list[list[Completion]]:
         results: list[list[Completion]] = []
@@ -110,15 +106,10 @@ class HFValueSearchBackend(ValueSearchBackend, HFBackend):
         HFBackend.__init__(self, config)
         self._load_value_model(config, self.device, self.model.dtype)
 
-    def prompt_ids(self, messages: Messages) -> list[int]:
-        return HFBackend.prompt_ids(self, messages)
-
-    def _step_expander(self, sampling: Sampling, whole: bool, seed: int | None) -> HFStepExpander:
-        step_tokens, delimiter_ids = self._step_budget(sampling, whole)
+    def _step_expander(self, sampling, step_tokens, delimiter_ids, seed) -> HFStepExpander:
         return HFStepExpander(
-            self.model, self.tokenizer, [] if whole else self.decoding.step_delimiters, step_tokens,
-            temperature=sampling.temperature, top_p=sampling.top_p, seed=seed, eos_ids=self.eos_ids,
-            max_tokens=sampling.max_tokens, delimiter_ids=delimiter_ids,
+            self.model, self.tokenizer, (), step_tokens, temperature=sampling.temperature, top_p=sampling.top_p,
+            seed=seed, eos_ids=self.eos_ids, max_tokens=sampling.max_tokens, delimiter_ids=delimiter_ids,
         )  # fmt: skip
 
 
@@ -146,8 +137,7 @@ class VLLMValueSearchBackend(ValueSearchBackend, VLLMBackend):
     def prompt_ids(self, messages: Messages) -> list[int]:
         return prompt_token_ids(self.tokenizer, messages, self.chat_template_kwargs)
 
-    def _step_expander(self, sampling: Sampling, whole: bool, seed: int | None) -> VLLMStepExpander:
-        step_tokens, delimiter_ids = self._step_budget(sampling, whole)
+    def _step_expander(self, sampling, step_tokens, delimiter_ids, seed) -> VLLMStepExpander:
         return VLLMStepExpander(
             self.llm, step_tokens, temperature=sampling.temperature, top_p=sampling.top_p, seed=seed,
             eos_ids=self.eos_ids, max_tokens=sampling.max_tokens, delimiter_ids=delimiter_ids,
