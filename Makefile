@@ -30,10 +30,10 @@ demo: install
 	$(BIN)/python evaluation/evaluate_model.py --config evaluation/configs/smoke.yaml --model-path $(SMOKE_CKPT)/hf
 
 test: install
-	$(BIN)/python -m pytest --durations=15
+	$(BIN)/python -m pytest -n 2 --no-loadscope-reorder --durations=15
 
 test-fast: install
-	$(BIN)/python -m pytest -m "not slow"
+	$(BIN)/python -m pytest -n 2 --no-loadscope-reorder -m "not slow"
 
 bench: install
 	$(BIN)/python bench/step_overhead.py

@@ -1,5 +1,30 @@
 import pytest
 import torch
+from hypothesis import settings
+from xdist.scheduler import LoadScopeScheduling
+
+# Hypothesis checks behaviour here, never speed: its per-example deadline would fail a test whose machine is
+# busy (two pytest workers share two cores), so it is off.
+settings.register_profile("rg_verl", deadline=None)
+settings.load_profile("rg_verl")
+
+# test modules that read another module's session fixture (a training run made once): they run on its worker
+SHARED_RUNS = {"tests/e2e/test_learning.py": "tests/e2e/test_compare.py"}  # learn_comparison, tests/e2e/conftest.py
+
+
+class ModuleScheduling(LoadScopeScheduling):
+    """``make test`` runs two pytest-xdist workers. Each takes whole test modules (so a module's fixtures are made
+    once), in collection order with ``--no-loadscope-reorder`` (the long end-to-end modules start first); the
+    modules of :data:`SHARED_RUNS` go with the module whose run they read."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        module = nodeid.split("::", 1)[0]
+        return SHARED_RUNS.get(module, module)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    return ModuleScheduling(config, log)
 
 
 def pytest_collection_modifyitems(config, items):

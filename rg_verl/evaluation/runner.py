@@ -82,7 +82,8 @@ def score_item(dataset: EvalDataset, index: int, item: dict, completions: list[C
                 "full_model_response": completion.text,
                 "score": parts["score"],
                 "num_tokens": completion.num_tokens,
-                **{key: value for key, value in parts.items() if key != "score"},
+                # "pred" is model_answer again, with "" for none
+                **{key: value for key, value in parts.items() if key not in ("score", "pred")},
             }
         )
     scores = [c["score"] for c in scored]

@@ -136,7 +136,7 @@ class Sampler:
                     "uid": f"{split}/{index}", "split": split, "index": index, "sample_idx": sample_idx,
                     "data_source": item["data_source"], "prompt": json.dumps(item["raw_prompt"]), "prompt_ids": prompt,
                     "response": completion.text, "response_ids": response_ids, "ids_source": source,
-                    "finished": finished, **{key: float(value) for key, value in scores.items()},
+                    "finished": finished, **{key: float(value) for key, value in scores.items() if key != "pred"},
                 })  # fmt: skip
         return rows
 

@@ -199,7 +199,7 @@ def compute_score(
     response_tokens: int | None = None,
     gates: dict[str, str] | None = None,
     **kwargs: Any,
-) -> dict[str, float]:
+) -> dict[str, float | str]:
     """Scores a response: correctness of its final answer, plus weighted extra terms.
 
     verl passes ``reward.custom_reward_function.reward_kwargs`` as keyword arguments. Those that
@@ -227,13 +227,13 @@ def compute_score(
         **kwargs: Other keyword arguments from verl; ignored.
 
     Returns:
-        ``score`` (the reward: correctness under ``mode`` plus each weight × term);
-        ``correct_strict`` and ``correct_lenient`` (correctness under each extraction);
-        ``accuracy`` (1.0 iff correctness under ``mode`` is 1.0); ``format_ok``;
+        ``score`` (the reward: correctness under ``mode`` plus each weight × term); ``correct_strict`` and
+        ``correct_lenient`` (correctness under each extraction); ``accuracy`` (1.0 iff that is 1.0); ``format_ok``;
         ``answer_found`` (under ``mode``); ``revised`` (the response changed its answer,
         see ``rg_verl.reward.terms.revised_answers``); ``self_corrected`` (it revised a wrong
-        answer and ended correct); ``scoring_failed`` (the scorer raised); ``response_tokens``
-        when a tokenizer is given; and ``term/<name>`` for each weighted term (0 where its gate shuts it).
+        answer and ended correct); ``scoring_failed`` (the scorer raised); ``response_tokens`` and ``truncated``
+        (1.0 when it fills the budget) given a tokenizer; ``term/<name>`` for each weighted term (0 where its gate shuts it); ``pred``,
+        the only text: the answer under ``mode`` ("" for none), which verl's validation votes on for ``maj@N``.
 
     Raises:
         ValueError: If ``data_source`` is not a reasoning-gym dataset or a file item, or a reward
@@ -254,7 +254,7 @@ def score_with(
     ground_truth: Any,
     extra_info: dict | None = None,
     response_tokens: int | None = None,
-) -> dict[str, float]:
+) -> dict[str, float | str]:
     """:func:`compute_score` under reward settings that :func:`reward_config` already checked: for a caller
     that scores many responses under one config (trajectory collection) and need not check them each time."""
     name, from_file = _dataset(data_source)
@@ -331,7 +331,7 @@ def _response(
 
 def _result(
     verdicts: dict[str, _Verdict], mode: str, response: Response, weights: dict[str, float], gates: dict[str, str]
-) -> dict[str, float]:
+) -> dict[str, float | str]:
     """The values :func:`compute_score` returns, the weighted terms that their gates let through added to ``score``."""
     result = {
         "score": response.correctness,
@@ -343,9 +343,14 @@ def _result(
         "revised": float(bool(response.earlier_answers_correct)),
         "self_corrected": self_correction_term(response),
         "scoring_failed": float(any(verdict.failed for verdict in verdicts.values())),
+        # the answer under ``mode``, for verl's majority vote (maj@N) over validation samples; "" when none
+        "pred": verdicts[mode].answer or "",
     }
     if response.max_tokens:
         result["response_tokens"] = float(response.num_tokens)
+        # cut off by the budget: a response that stopped on its own is shorter (its end-of-sequence token is a
+        # token of the budget but not of the text)
+        result["truncated"] = float(response.num_tokens >= response.max_tokens)
     outcome = "correct" if result["accuracy"] else "incorrect"
     for term, weight in weights.items():
         if weight != 0.0:

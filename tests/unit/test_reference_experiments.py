@@ -514,6 +514,13 @@ ALLOWED: dict[str, Difference] = {
         f"actor_rollout_ref.rollout.{key}": Difference(ENGINE)
         for key in ("enforce_eager", "max_num_batched_tokens", "max_model_len", "max_num_seqs")
     },
+    **{
+        f"actor_rollout_ref.rollout.val_kwargs.{key}": Difference(
+            "validation samples as the experiment's evaluation configs do (val_sampling=evaluator), so in-training "
+            "val-core and evaluate_model.py agree; the reference validated greedily, one response per item"
+        )
+        for key in ("temperature", "top_p", "n")
+    },
 }
 
 # ---- the reference's evaluation configs -----------------------------------------------------------------------

@@ -435,3 +435,35 @@ def test_every_reward_key_is_a_parameter_of_the_reward_function():
     parameters = inspect.signature(compute_score).parameters
     for field in dataclasses.fields(rg_verl.config.RewardConfig):
         assert field.name in parameters, f"reward_kwargs.{field.name} is not a parameter of compute_score"
+
+
+def evaluation_configs(path: Path) -> list[Path]:
+    """The shipped evaluation configs that measure the models trained by ``path``."""
+    folder = REPO / "evaluation" / "configs" / path.parent.name
+    if path.parent.name in ("inter_generalisation", "intra_generalisation"):
+        return sorted(folder.glob("*.yaml"))  # each model is evaluated on every category
+    if path.parent.name == "math":
+        return [folder / ("gsm8k_reasoning_rl.yaml" if "reasoning_rl" in path.stem else f"{path.stem.split('_')[0]}.yaml")]
+    return [folder / path.name]
+
+
+@pytest.mark.parametrize("path", EXPERIMENTS, ids=config_id)
+def test_validation_samples_as_the_experiment_s_evaluation_does(path):
+    """In-training validation and evaluate_model.py measure a model with the same sampling (val_sampling)."""
+    import yaml
+
+    val = composed(path).actor_rollout_ref.rollout.val_kwargs
+    for evaluation in evaluation_configs(path):
+        settings = yaml.safe_load(evaluation.read_text())
+        expected = (settings["temperature"] > 0, settings["temperature"], settings["top_p"], settings["eval_repeats"])
+        assert (val.do_sample, val.temperature, val.top_p, val.n) == expected, evaluation
+
+
+def test_the_val_sampling_switch_sets_the_evaluator_s_sampling():
+    smoke = CONFIGS_DIR / "smoke" / "cpu.yaml"
+    assert OmegaConf.to_container(composed(smoke).actor_rollout_ref.rollout.val_kwargs) == {
+        "_target_": "verl.workers.config.SamplingConfig", "top_k": -1, "top_p": 1.0, "temperature": 0, "n": 1,
+        "do_sample": False,
+    }  # fmt: skip
+    val = composed(smoke, ("val_sampling=evaluator",)).actor_rollout_ref.rollout.val_kwargs
+    assert (val.do_sample, val.temperature, val.top_p, val.n) == (True, 0.6, 0.9, 3)
