@@ -9,6 +9,8 @@
 - **Group filtering** (``algorithm.filter_groups``, DAPO's dynamic sampling) drops the groups whose metric is
   the same for every response. Only a binary outcome makes that "all right or all wrong": on the shaped
   score (verl's ``reward``, our ``score``) a group of wrong answers whose format or length terms differ stays.
+- **The replay buffer's refill bound** (rg_verl/grpo/sampler.py) is read inside a Ray actor; a bad value is
+  named here instead.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ __all__ = [
     "check_batch_shapes",
     "check_group_filter",
     "check_legacy_keys",
+    "check_sampler",
     "micro_batch_fixes",
 ]
 
@@ -153,8 +156,22 @@ def check_group_filter(config: DictConfig) -> None:
         )
 
 
+def check_sampler(config: DictConfig) -> None:
+    """rg-verl's replay buffer (rg_verl/grpo/sampler.py) gets a whole number of refill batches, at least 1."""
+    if OmegaConf.select(config, "trainer.v1.sampler.custom_sampler.name", default=None) != "CompleteGroupsBuffer":
+        return
+    key = "trainer.v1.sampler.sampler_kwargs.max_refill_batches"
+    value = OmegaConf.select(config, key, default=None)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(
+            f"{key}: {value!r}; a step may replace at most this many x data.train_batch_size prompt groups (failed "
+            "rollouts, filtered groups) before it stops; set a whole number of at least 1, e.g. 10"
+        )
+
+
 def check(config: DictConfig) -> None:
     """Every check of this module."""
     check_legacy_keys(config)
     check_batch_shapes(config)
     check_group_filter(config)
+    check_sampler(config)

@@ -102,6 +102,15 @@ def test_group_filtering_on_a_shaped_or_partial_score_is_refused_with_the_reason
     guards.check(smoke(f"algorithm.filter_groups.metric={metric}"))  # not enabled: not read
 
 
+@pytest.mark.parametrize("value", ["0", "-2", "1.5", "true", "null"])
+def test_a_refill_bound_that_is_not_a_whole_number_of_batches_is_refused(value):
+    with pytest.raises(ConfigError) as error:
+        guards.check(smoke(f"trainer.v1.sampler.sampler_kwargs.max_refill_batches={value}"))
+    assert str(error.value).startswith("trainer.v1.sampler.sampler_kwargs.max_refill_batches: ")
+    assert str(error.value).endswith("set a whole number of at least 1, e.g. 10")
+    guards.check(smoke("trainer.v1.sampler.sampler_kwargs.max_refill_batches=1"))
+
+
 def test_a_guard_fires_before_ray_through_the_command(tmp_path):
     proc = subprocess.run(
         [sys.executable, str(REPO / "train_grpo.py"), "trainer.n_gpus_per_node=2",

@@ -1,0 +1,39 @@
+"""Test-only verl plugin: an ``hf`` rollout server whose requests fail on demand.
+
+tests/e2e/test_failed_rollouts.py loads it into every Ray process (``PYTHONPATH=<repo>/tests
+VERL_USE_EXTERNAL_MODULES=...,failing_rollout``, as tests/negated_grpo.py is loaded). It wraps
+``HFRolloutServer.generate``; ``RG_VERL_FAIL_ROLLOUTS`` says which requests raise:
+
+- a file path: the first request to create that file raises, every other one generates (exactly one
+  failure across every process of the run);
+- ``always``: every request raises.
+"""
+
+import os
+
+from rg_verl.hf_rollout.server import HFRolloutServer
+
+MESSAGE = "test rollout failure"
+_generate = HFRolloutServer.generate
+
+
+def _should_fail() -> bool:
+    mode = os.environ.get("RG_VERL_FAIL_ROLLOUTS")
+    if not mode:
+        return False
+    if mode == "always":
+        return True
+    try:
+        os.close(os.open(mode, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
+
+
+async def _failing_generate(self, *args, **kwargs):
+    if _should_fail():
+        raise RuntimeError(MESSAGE)
+    return await _generate(self, *args, **kwargs)
+
+
+HFRolloutServer.generate = _failing_generate
