@@ -232,8 +232,8 @@ def compute_score(
         ``answer_found`` (under ``mode``); ``revised`` (the response changed its answer,
         see ``rg_verl.reward.terms.revised_answers``); ``self_corrected`` (it revised a wrong
         answer and ended correct); ``scoring_failed`` (the scorer raised); ``response_tokens`` and ``truncated``
-        (1.0 when it fills the budget) given a tokenizer; ``term/<name>`` for each weighted term (0 where its gate shuts it); ``pred``,
-        the only text: the answer under ``mode`` ("" for none), which verl's validation votes on for ``maj@N``.
+        (1.0 when it fills the budget) given a tokenizer; ``term/<name>`` per weighted term (0 where gated off);
+        ``pred``, the only text: the answer under ``mode`` ("" for none), which verl's validation votes on (maj@N).
 
     Raises:
         ValueError: If ``data_source`` is not a reasoning-gym dataset or a file item, or a reward

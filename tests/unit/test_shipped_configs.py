@@ -443,7 +443,8 @@ def evaluation_configs(path: Path) -> list[Path]:
     if path.parent.name in ("inter_generalisation", "intra_generalisation"):
         return sorted(folder.glob("*.yaml"))  # each model is evaluated on every category
     if path.parent.name == "math":
-        return [folder / ("gsm8k_reasoning_rl.yaml" if "reasoning_rl" in path.stem else f"{path.stem.split('_')[0]}.yaml")]
+        name = "gsm8k_reasoning_rl" if "reasoning_rl" in path.stem else path.stem.split("_")[0]
+        return [folder / f"{name}.yaml"]
     return [folder / path.name]
 
 

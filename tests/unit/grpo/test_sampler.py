@@ -46,7 +46,9 @@ def test_verl_filters_on_the_metric_of_filter_groups_when_it_is_on():
 
 def _sampled(monkeypatch, keys):
     """A buffer whose verl sample() returns ``keys``; the bound on refills restarts with each step."""
-    monkeypatch.setattr(ReplayBufferAsync, "sample", lambda self, *a: (tq.KVBatchMeta(keys=keys, tags=[{}] * len(keys)), {"m": 1}))
+    monkeypatch.setattr(
+        ReplayBufferAsync, "sample", lambda self, *a: (tq.KVBatchMeta(keys=keys, tags=[{}] * len(keys)), {"m": 1})
+    )
     sampler = buffer([])
     sampler.refill(5)
     return sampler
