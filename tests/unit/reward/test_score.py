@@ -79,6 +79,7 @@ def test_result_values_are_floats():
     for response in ["", "<answer>3</answer>", f"<think></think><answer>{entry['answer']}</answer>"]:
         result = _score("leg_counting", entry, response)
         assert {"score", "accuracy", "format_ok", "answer_found", "correct_strict", "correct_lenient"} <= set(result)
+        assert type(result.pop("pred")) is str  # the extracted answer, verl's maj@N vote
         assert all(type(v) is float for v in result.values())
 
 
