@@ -21,6 +21,17 @@ CONFIGS_DIR = REPO / "configs"
 TRAIN_TIMEOUT_S = 900
 
 
+def plugin_env(module: str) -> dict[str, str]:
+    """The environment that loads the test-only verl plugin ``tests/<module>.py`` in the driver and every Ray
+    worker (verl imports ``VERL_USE_EXTERNAL_MODULES``; the module name is top-level on purpose: verl's wheel
+    installs a ``tests`` package of its own)."""
+    inherited = [m for m in os.environ.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
+    return {
+        "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), *filter(None, [os.environ.get("PYTHONPATH")])]),
+        "VERL_USE_EXTERNAL_MODULES": ",".join([*inherited, module]),
+    }
+
+
 def run_train_grpo(
     workdir: Path, *args: str, env: dict[str, str | None] | None = None, check: bool = True
 ) -> subprocess.CompletedProcess:

@@ -25,23 +25,23 @@ from typing import Any
 
 from verl.trainer.ppo.v1.replay_buffer import ReplayBufferAsync
 
-__all__ = ["CompleteGroupsBuffer", "short_groups"]
+__all__ = ["CompleteGroupsBuffer", "sessions_per_group"]
 
 
-def short_groups(keys: Iterable[str], rollout_n: int) -> dict[str, int]:
-    """Groups with fewer than ``rollout_n`` sessions: prompt uid -> sessions present.
+def sessions_per_group(keys: Iterable[str]) -> dict[str, int]:
+    """Prompt uid -> the sessions (responses) of its group among ``keys``.
 
     verl keys a trajectory ``<prompt uid>_<session>_<output index>``; an agent loop with several outputs per
     session gives one session several keys, so sessions are counted, not keys.
 
-    >>> short_groups(["a_0_0", "a_1_0", "b_0_0", "b_0_1"], 2)
-    {'b': 1}
+    >>> sessions_per_group(["a_0_0", "a_1_0", "b_0_0", "b_0_1"])
+    {'a': 2, 'b': 1}
     """
     sessions: dict[str, set[str]] = defaultdict(set)
     for key in keys:
         uid, session, _ = str(key).rsplit("_", 2)
         sessions[uid].add(session)
-    return {uid: len(found) for uid, found in sessions.items() if len(found) < rollout_n}
+    return {uid: len(found) for uid, found in sessions.items()}
 
 
 def _filter_metric(filter_groups: Mapping[str, Any] | None) -> str | None:
@@ -91,8 +91,8 @@ class CompleteGroupsBuffer(ReplayBufferAsync):
         self.refilled = 0
         batch, metrics = super().sample(global_steps, partition_id, batch_size)
         if partition_id != "val":
-            short = short_groups(batch.keys, self.rollout_n)
-            groups = {str(key).rsplit("_", 2)[0] for key in batch.keys}
+            groups = sessions_per_group(batch.keys)
+            short = {uid: count for uid, count in groups.items() if count < self.rollout_n}
             if short or len(groups) != batch_size:
                 raise RuntimeError(
                     f"step {global_steps}: the sampled batch holds {len(groups)} of {batch_size} prompt groups, and "

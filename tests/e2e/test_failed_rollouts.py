@@ -1,12 +1,11 @@
 """A failed rollout never trains a short group (rg_verl/grpo/sampler.py), on the CPU smoke config with an ``hf``
 rollout server that fails on demand (tests/failing_rollout.py, loaded into every Ray process)."""
 
-import os
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, read_metrics, run_train_grpo
+from tests.helpers import plugin_env, read_metrics, run_train_grpo
 
 pytestmark = pytest.mark.slow
 
@@ -14,10 +13,8 @@ EVICTED = "training/rollout_failure/evicted_samples"
 
 
 def failing_env(mode: str, workdir: Path, model: Path) -> dict[str, str]:
-    inherited = [m for m in os.environ.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
     return {
-        "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), *filter(None, [os.environ.get("PYTHONPATH")])]),
-        "VERL_USE_EXTERNAL_MODULES": ",".join([*inherited, "failing_rollout"]),
+        **plugin_env("failing_rollout"),
         "RG_VERL_FAIL_ROLLOUTS": mode,
         "RG_VERL_TINY_MODEL": str(model),
         "VERL_FILE_LOGGER_PATH": str(workdir / "metrics.jsonl"),

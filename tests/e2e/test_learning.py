@@ -16,16 +16,13 @@ code changes, only the environment and ``algorithm.adv_estimator``.
 
 import importlib
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from tests.helpers import REPO, read_metrics, run_train_grpo
-
-TESTS = REPO / "tests"  # where negated_grpo.py lives
+from tests.helpers import REPO, plugin_env, read_metrics, run_train_grpo
 
 # what the learning runs log per step: verl's mean reward, and our format indicator
 REWARD = "critic/score/mean"
@@ -63,11 +60,7 @@ def train(workdir: Path, model_dir: Path, *overrides: str, env: dict | None = No
 
 def negated_env() -> dict[str, str]:
     """The environment that loads tests/negated_grpo.py in the driver and every Ray worker."""
-    inherited = [m for m in os.environ.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
-    return {
-        "PYTHONPATH": os.pathsep.join([str(TESTS), *filter(None, [os.environ.get("PYTHONPATH")])]),
-        "VERL_USE_EXTERNAL_MODULES": ",".join([*inherited, "negated_grpo"]),
-    }
+    return plugin_env("negated_grpo")
 
 
 def curve(metrics: dict[int, dict], key: str = REWARD) -> list[float]:

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from verl.trainer.ppo.v1.replay_buffer import ReplayBufferAsync
 
-from rg_verl.grpo.sampler import CompleteGroupsBuffer, short_groups
+from rg_verl.grpo.sampler import CompleteGroupsBuffer, sessions_per_group
 from tests.helpers import REPO
 
 
@@ -21,10 +21,10 @@ def buffer(refills: list[int], filter_groups=None, n=4, batch=2, max_batches=3) 
 
 
 @given(sessions=st.dictionaries(st.sampled_from("abcdef"), st.sets(st.integers(0, 5), min_size=1), min_size=1),
-       outputs=st.integers(1, 3), n=st.integers(1, 6))  # fmt: skip
-def test_short_groups_counts_sessions_not_outputs(sessions, outputs, n):
+       outputs=st.integers(1, 3))  # fmt: skip
+def test_groups_count_sessions_not_outputs(sessions, outputs):
     keys = [f"uid{u}_{s}_{i}" for u, found in sessions.items() for s in found for i in range(outputs)]
-    assert short_groups(keys, n) == {f"uid{u}": len(found) for u, found in sessions.items() if len(found) < n}
+    assert sessions_per_group(keys) == {f"uid{u}": len(found) for u, found in sessions.items()}
 
 
 def test_refills_pass_through_until_the_bound_then_stop_the_step():
