@@ -25,14 +25,22 @@ import math
 import numbers
 import re
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 from reasoning_gym.factory import DATASETS
 
+from rg_verl.grpo.sampler import SampledGroup
 from rg_verl.vocab import RG_PREFIX
 
-__all__ = ["category_means", "dataset_category", "grouped_means", "reward_means", "self_correction_rates"]
+__all__ = [
+    "category_means",
+    "dataset_category",
+    "group_outcomes",
+    "grouped_means",
+    "reward_means",
+    "self_correction_rates",
+]
 
 RG_SEGMENT = RG_PREFIX.rstrip("/")
 CATEGORY_SEGMENT = "category"
@@ -100,28 +108,23 @@ def reward_means(data_sources: list[str], infos: list[dict]) -> dict[str, float]
     return grouped_means(data_sources, {name: [info.get(name, np.nan) for info in infos] for name in names})
 
 
-def group_outcomes(keys: list[str], data_sources: list[str], infos: list[dict]) -> dict[str, float]:
-    """Per dataset, the share of the step's groups whose answers were all right, and all wrong, by ``accuracy``.
+def group_outcomes(groups: Iterable[SampledGroup]) -> dict[str, float]:
+    """Per dataset, the share of ``groups`` whose answers were all right, and all wrong, by ``accuracy``.
 
-    Such groups carry no advantage under GRPO. A group is the responses to one prompt: verl's trajectory key
-    is ``<prompt uid>_<session>_<sample>``. Keyed ``train/<data_source>/groups/all_correct`` and ``.../all_wrong``.
+    Such groups carry no advantage under GRPO. ``groups`` are every group a step sampled, the ones group
+    filtering dropped too. Keyed ``train/<data_source>/groups/all_correct`` and ``.../all_wrong``.
 
-    >>> group_outcomes(["a_0_0", "a_0_1", "b_0_0", "b_0_1", "c_0_0", "c_0_1"], ["s"] * 6,
-    ...                [{"accuracy": v} for v in (1.0, 1.0, 0.0, 1.0, 0.0, 0.0)])
+    >>> group_outcomes([SampledGroup("a", "s", ["a_0_0", "a_1_0"], [{"accuracy": 1.0}] * 2),
+    ...                 SampledGroup("b", "s", ["b_0_0", "b_1_0"], [{"accuracy": 0.0}, {"accuracy": 1.0}]),
+    ...                 SampledGroup("c", "s", ["c_0_0", "c_1_0"], [{"accuracy": 0.0}] * 2, trained=False)])
     {'train/s/groups/all_correct': 0.3333333333333333, 'train/s/groups/all_wrong': 0.3333333333333333}
     """
-    groups: dict[str, list[float]] = defaultdict(list)
-    source_of: dict[str, str] = {}
-    for key, source, info in zip(keys, data_sources, infos, strict=True):
-        uid = str(key).split("_")[0]
-        groups[uid].append(float(info.get("accuracy", 0.0)))
-        source_of[uid] = source
     counts: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # groups, all right, all wrong
-    for uid, accuracies in groups.items():
-        count = counts[source_of[uid]]
+    for group in groups:
+        count = counts[group.data_source]
         count[0] += 1
-        count[1] += all(a == 1.0 for a in accuracies)
-        count[2] += all(a == 0.0 for a in accuracies)
+        count[1] += all(a == 1.0 for a in group.accuracies)
+        count[2] += all(a == 0.0 for a in group.accuracies)
     metrics = {}
     for source, (total, right, wrong) in counts.items():
         metrics[f"train/{source}/groups/all_correct"] = right / total

@@ -5,6 +5,8 @@ no training logic of its own: after each step it reads the step's rewards back f
 TransferQueue, grouped by ``data_source``, and logs their means next to verl's metrics as
 ``train/<data_source>/<key>``, where key is ``score`` and every extra value our reward returns, and the share
 of groups whose answers were all right or all wrong (``groups/all_correct``, ``groups/all_wrong``: no advantage).
+The means cover the trained samples; the group shares and the curriculum cover every group the step sampled,
+also those that group filtering dropped (rg-verl's replay buffer keeps them, :mod:`rg_verl.grpo.sampler`).
 Training and validation metrics of reasoning-gym datasets also get per-category means
 (``.../reasoning_gym/category/<category>/...``, see :mod:`rg_verl.grpo.metrics`).
 
@@ -20,20 +22,16 @@ the values in ``reward_curve.json`` so that a resumed run continues the curve.
 import logging
 from collections import defaultdict
 
-import transfer_queue as tq
 from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from rg_verl.data.dataset import ReasoningGymDataset
 from rg_verl.grpo.metrics import category_means, group_outcomes, reward_means, self_correction_rates
 from rg_verl.grpo.reward_curve import REWARD_KEY, RewardCurve
+from rg_verl.grpo.sampler import CompleteGroupsBuffer, SampledGroup, groups_of, read_rewards
 from rg_verl.vocab import source_name
 
 logger = logging.getLogger(__name__)
-
-# what the trainer reads back per sample: verl's agent loop keeps the reward function's returned
-# dict under extra_fields["reward_extra_info"]
-READ_FIELDS = ["data_source", "extra_fields"]
 
 
 @register_trainer("rg_verl")
@@ -49,17 +47,20 @@ class ReasoningGymTrainer(PPOTrainerSync):
 
     def step(self, metrics: dict, timing_raw: dict):
         batch = super().step(metrics, timing_raw)
-        keys, data_sources, infos = self.read_rewards(batch)
-        reward_metrics = {**reward_means(data_sources, infos), **group_outcomes(keys, data_sources, infos)}
+        groups = self.sampled_groups(batch)
+        trained = [group for group in groups if group.trained]
+        data_sources = [group.data_source for group in trained for _ in group.keys]
+        infos = [info for group in trained for info in group.infos]
+        reward_metrics = {**reward_means(data_sources, infos), **group_outcomes(groups)}
         metrics.update(reward_metrics)
         metrics.update(category_means(reward_metrics))
         if isinstance(self.train_dataset, ReasoningGymDataset):
-            # the curriculum sees each sample's success; new levels apply from the next batch
+            # the curriculum sees each sample's success, dropped groups' too; new levels apply from the next batch
             results = defaultdict(list)
-            for source, info in zip(data_sources, infos, strict=True):
-                name = source_name(source)
+            for group in groups:
+                name = source_name(group.data_source)
                 if name is not None:
-                    results[name].append(float(info.get("accuracy", 0.0)))
+                    results[name].extend(group.accuracies)
             self.train_dataset.update(results)
             metrics.update(self.train_dataset.state.metrics())
         return batch
@@ -76,10 +77,9 @@ class ReasoningGymTrainer(PPOTrainerSync):
         metrics = {**metrics, **self_correction_rates(metrics)}
         return {**metrics, **category_means(metrics)}
 
-    def read_rewards(self, batch) -> tuple[list[str], list[str], list[dict]]:
-        """Each sample's key (``<prompt uid>_<session>_<sample>``), data source and the dict our reward function
-        returned for it."""
-        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=READ_FIELDS)
-        data_sources = [str(source) for source in list(data["data_source"])]
-        infos = [dict(extra or {}).get("reward_extra_info", {}) for extra in list(data["extra_fields"])]
-        return [str(key) for key in batch.keys], data_sources, infos
+    def sampled_groups(self, batch) -> list[SampledGroup]:
+        """Every group the step sampled: from rg-verl's replay buffer, which keeps the ones it dropped, or
+        read back from the trained batch under another sampler."""
+        if isinstance(self.replay_buffer, CompleteGroupsBuffer):
+            return self.replay_buffer.take_groups()
+        return groups_of(*read_rewards(batch.keys, batch.partition_id))

@@ -17,9 +17,11 @@ with ``data.seed = 1 + s`` and rollout seed ``42 + s``; seed set 0 is this test'
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from tests.e2e.test_learning import negated_env
 from tests.helpers import read_metrics, run_train_grpo
@@ -97,13 +99,90 @@ def test_negated_advantage_lowers_held_out_accuracy(grpo_run, negated_run):
     assert after <= held_out(grpo_run)[1] - MIN_GAIN
 
 
-def calibrate(root: Path, seed_sets: range) -> None:
-    """The calibration behind the thresholds: a GRPO and a negated run for each seed set, one JSON line each."""
+FILTERED = ("algorithm.filter_groups.enable=true", "algorithm.filter_groups.metric=accuracy")
+GROUPS, RESPONSES = 8, 8  # the config's data.train_batch_size and rollout.n
+EVICTED = "training/filter_groups/evicted_samples"
+GROUP_SHARE = "train/reasoning_gym/letter_counting/groups/all_"
+
+
+@pytest.fixture(scope="module")
+def filtered_runs(tmp_path_factory, model, grpo_run) -> tuple[Path, dict[int, dict]]:
+    """Two steps with group filtering, a checkpoint each, then a resumed third: (run folder, step -> metrics).
+
+    The adaptive weights' window is longer than the run, so the saved curriculum state holds every result."""
+    workdir = tmp_path_factory.mktemp("correct_filtered")
+    common = (
+        *FILTERED,
+        "trainer.val_before_train=false",
+        "trainer.test_freq=-1",
+        "trainer.save_freq=1",
+        "reasoning_gym.adaptive_weights.enabled=true",
+        "reasoning_gym.adaptive_weights.window=100000",
+    )
+    first = train(workdir, model, "trainer.total_training_steps=2", *common)
+    resumed = train(workdir, model, "trainer.total_training_steps=3", "trainer.resume_mode=auto", *common)
+    assert sorted(first) == [1, 2] and sorted(resumed) == [3]  # the resumed run trained step 3 only
+    return workdir, {**first, **resumed}
+
+
+def saved(workdir: Path, step: int) -> dict:
+    """verl's dataloader checkpoint of ``step``: the sampler's position and our curriculum state."""
+    return torch.load(workdir / "out" / f"global_step_{step}" / "data.pt", weights_only=False)
+
+
+def test_filtering_drops_exactly_the_dead_groups_it_logs(filtered_runs):
+    _, metrics = filtered_runs
+    assert sum(m[EVICTED] for m in metrics.values() if EVICTED in m) > 0  # the run had dead groups to drop
+    for step, m in metrics.items():
+        dropped = m.get(EVICTED, 0)
+        sampled = GROUPS + dropped  # the trained groups and those dropped and replaced
+        # every dead group of the step (all right or all wrong) was dropped, and only those
+        assert (m[GROUP_SHARE + "correct"] + m[GROUP_SHARE + "wrong"]) * sampled == pytest.approx(dropped), step
+
+
+def test_every_sampled_group_reaches_the_curriculum_and_resume_draws_on(filtered_runs):
+    workdir, metrics = filtered_runs
+    drawn = 0
+    for step in (1, 2, 3):
+        m = metrics[step]
+        sampled = GROUPS + int(m.get(EVICTED, 0))
+        state = saved(workdir, step)
+        drawn += sampled
+        # each prompt the step drew was sampled once: none drawn twice or skipped, across the resume too
+        assert state["_num_yielded"] == drawn, step
+        results = list(state["dataset_state"]["results"]["letter_counting"])
+        assert state["dataset_state"]["step"] == step and len(results) == RESPONSES * drawn
+        # the step's results are every sampled response's: the trained ones' accuracy and the dropped groups'
+        right = m["train/reasoning_gym/letter_counting/accuracy"] * GROUPS * RESPONSES
+        right += m[GROUP_SHARE + "correct"] * sampled * RESPONSES
+        assert sum(results[-RESPONSES * sampled :]) == pytest.approx(right), step
+        assert m["curriculum/letter_counting/success_rate"] == pytest.approx(sum(results) / len(results))
+
+
+def calibration_runs() -> dict[str, tuple[tuple[str, ...], dict | None]]:
+    """The calibration's run kinds: name -> (overrides, environment)."""
+    return {"grpo": ((), None), "negated": (("algorithm.adv_estimator=negated_grpo",), negated_env()),
+            # the model soon answers most prompts alike, and a step then needs far more than the default bound
+            # of 10 x 8 replacement prompts (README, "The correctness check")
+            "filtered": ((*FILTERED, "trainer.v1.sampler.sampler_kwargs.max_refill_batches=40"), None)}  # fmt: skip
+
+
+def calibrate(root: Path, seed_sets: range, kinds: tuple[str, ...] = ("grpo", "negated")) -> None:
+    """The calibration behind the thresholds: a run of each kind for each seed set, one JSON line each (a run
+    that stops early prints its error instead of ``after``)."""
+    runs = calibration_runs()
     for s in seed_sets:
         seeds = (f"data.seed={1 + s}", f"actor_rollout_ref.rollout.seed={42 + s}")
-        for name, extra, env in (("grpo", (), None), ("negated", ("algorithm.adv_estimator=negated_grpo",),
-                                                                 negated_env())):  # fmt: skip
+        for name in kinds:
+            extra, env = runs[name]
             workdir = root / f"{name}{s}"
             workdir.mkdir(parents=True, exist_ok=True)
-            before, after = held_out(train(workdir, root / "model", *seeds, *extra, env=env))
-            print(f'{{"seed": {s}, "run": "{name}", "before": {before:.3f}, "after": {after:.3f}}}', flush=True)
+            try:
+                metrics = train(workdir, root / "model", *seeds, *extra, env=env)
+            except Exception as error:  # noqa: BLE001 - a calibration records a run that stops, and goes on
+                print(json.dumps({"seed": s, "run": name, "stopped": str(error)[-300:]}), flush=True)
+                continue
+            before, after = held_out(metrics)
+            dropped = sum(m.get("training/filter_groups/evicted_samples", 0) for m in metrics.values())
+            line = {"seed": s, "run": name, "before": round(before, 3), "after": round(after, 3), "dropped": dropped}
+            print(json.dumps(line), flush=True)

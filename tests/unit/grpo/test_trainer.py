@@ -17,6 +17,7 @@ T = "train/reasoning_gym"
 def trainer(monkeypatch):
     from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
+    from rg_verl.grpo.sampler import groups_of
     from rg_verl.grpo.trainer import ReasoningGymTrainer
 
     val = {f"{V}/chain_sum/reward/mean@1": 1.0, f"{V}/products/reward/mean@1": 0.0, "val-aux/num_turns/min": 2}
@@ -24,8 +25,8 @@ def trainer(monkeypatch):
     monkeypatch.setattr(PPOTrainerSync, "step", lambda self, metrics, timing_raw: "batch")
     sources = ["reasoning_gym/chain_sum", "reasoning_gym/maze", "reasoning_gym/maze"]
     infos = [{"score": 1.0, "accuracy": 1.0}, {"score": 1.0, "accuracy": 1.0}, {"score": 0.0, "accuracy": 0.0}]
-    keys = ["u1_0_0", "u2_0_0", "u2_0_1"]  # verl's trajectory keys: one chain_sum group, one maze group of two
-    monkeypatch.setattr(ReasoningGymTrainer, "read_rewards", lambda self, batch: (keys, sources, infos))
+    keys = ["u1_0_0", "u2_0_0", "u2_1_0"]  # verl's trajectory keys: one chain_sum group, one maze group of two
+    monkeypatch.setattr(ReasoningGymTrainer, "sampled_groups", lambda self, batch: groups_of(keys, sources, infos))
     trainer = ReasoningGymTrainer.__new__(ReasoningGymTrainer)  # no verl setup needed for these methods
     trainer.train_dataset = None  # not a reasoning-gym dataset: no curriculum
     return trainer
@@ -129,3 +130,41 @@ def test_a_resumed_trainer_continues_the_saved_curve(built, tmp_path):
     (out / RewardCurve.JSON).write_text(json.dumps({str(s): s / 10 for s in range(1, 6)}))
     trainer._compute_metrics("batch", {}, {}, global_steps=4, epoch=1)
     assert json.loads((out / RewardCurve.JSON).read_text()) == {"1": 0.1, "2": 0.2, "3": 0.3, "4": 0.75}
+
+
+class Dataset:
+    """What the trainer's curriculum hook calls: ``update`` with each dataset's results, then ``state.metrics``."""
+
+    def __init__(self):
+        self.results = []
+        self.state = self
+
+    def update(self, results):
+        self.results.append(dict(results))
+
+    def metrics(self):
+        return {"curriculum/maze/level": 1.0}
+
+
+def test_dropped_groups_reach_the_group_shares_and_the_curriculum_but_not_the_reward_means(monkeypatch):
+    from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+
+    from rg_verl.grpo import trainer as module
+    from rg_verl.grpo.sampler import CompleteGroupsBuffer, groups_of
+
+    monkeypatch.setattr(PPOTrainerSync, "step", lambda self, metrics, timing_raw: "batch")
+    monkeypatch.setattr(module, "ReasoningGymDataset", Dataset)
+    right, wrong = {"score": 1.0, "accuracy": 1.0}, {"score": 0.0, "accuracy": 0.0}
+    groups = groups_of(["a_0_0", "a_1_0", "b_0_0", "b_1_0"], ["reasoning_gym/maze"] * 4, [right, wrong, right, right])
+    groups[1].trained = False  # all right: the filter dropped it
+    buffer = CompleteGroupsBuffer.__new__(CompleteGroupsBuffer)
+    buffer.sampled = groups
+    trainer = module.ReasoningGymTrainer.__new__(module.ReasoningGymTrainer)
+    trainer.replay_buffer, trainer.train_dataset = buffer, Dataset()
+    metrics = {}
+    trainer.step(metrics, {})
+    assert metrics[f"{T}/maze/score"] == 0.5  # the trained group only
+    assert metrics[f"{T}/maze/groups/all_correct"] == 0.5  # one of the two sampled groups
+    assert trainer.train_dataset.results == [{"maze": [1.0, 0.0, 1.0, 1.0]}]
+    assert metrics["curriculum/maze/level"] == 1.0
+    assert buffer.sampled == []  # taken once
