@@ -318,6 +318,16 @@ class RewardConfig:
     reference_terms: ReferenceTermsConfig = option(
         ReferenceTermsConfig, "options of the reference_format, reference_length and reference_cosine terms"
     )
+    response_prefix: str = option(
+        "auto",
+        "text the chat template opens the assistant turn with (a thinking model's <think>), judged before the "
+        "response by the format rules; auto: read off the tokenizer at tokenizer_path (rg_verl/chat_template.py)",
+    )
+    chat_template_kwargs: dict | None = option(
+        None,
+        "the chat-template arguments auto renders the template with",
+        doc_default="data.apply_chat_template_kwargs",
+    )
 
     @classmethod
     def from_section(cls, section: Any, where: str = REWARD_KWARGS) -> RewardConfig:

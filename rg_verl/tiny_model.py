@@ -42,11 +42,18 @@ CORPUS_DATASETS = (
     "chain_sum", "basic_arithmetic", "leg_counting", "spell_backward", "letter_counting",
     "word_sorting", "knights_knaves", "simple_equations", "number_sorting", "family_relationships",
 )  # fmt: skip
-CHAT_TEMPLATE = (
+_TURNS = (
     "{%- for message in messages %}"
     "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
     "{%- endfor %}"
-    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+CHAT_TEMPLATE = _TURNS + "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+# as Qwen3's thinking templates: the assistant turn opens <think>, or an empty think block with enable_thinking=False
+THINKING_CHAT_TEMPLATE = _TURNS + (
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}"
+    "{%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}"
+    "{%- else %}{{- '<think>\\n' }}{%- endif %}"
+    "{%- endif %}"
 )
 _WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
 _REQUIRED_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json")
@@ -70,6 +77,9 @@ class TinyModelOptions:
         1024, "the tokenizer's target size; the embedding is padded up to a multiple of 8", low=MIN_VOCAB_SIZE
     )
     max_position_embeddings: int = option(2048, "the longest sequence, in tokens (the tokenizer's too)", low=1)
+    thinking_template: bool = option(
+        False, "the chat template opens the assistant turn with <think>, as a thinking model's (Qwen3's) does"
+    )
 
     def validate(self, where: str) -> None:
         head_size, rest = divmod(self.hidden_size, self.num_heads)
@@ -134,7 +144,7 @@ def _corpus(seed: int, size: int = 200) -> Iterator[str]:
             yield f"system\nuser\n{entry['question']}\nassistant\n{entry['answer']}\n"
 
 
-def _train_tokenizer(vocab_size: int, seed: int, model_max_length: int) -> Any:
+def _train_tokenizer(vocab_size: int, seed: int, model_max_length: int, thinking_template: bool = False) -> Any:
     """Train a byte-level BPE tokenizer and wrap it in a ``PreTrainedTokenizerFast``."""
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
@@ -165,7 +175,7 @@ def _train_tokenizer(vocab_size: int, seed: int, model_max_length: int) -> Any:
         tokenizer_object=tok,
         eos_token=IM_END,
         pad_token=ENDOFTEXT,
-        chat_template=CHAT_TEMPLATE,
+        chat_template=THINKING_CHAT_TEMPLATE if thinking_template else CHAT_TEMPLATE,
         model_max_length=model_max_length,
         clean_up_tokenization_spaces=False,
     )
@@ -187,7 +197,9 @@ def _save_model(tmp: Path, options: TinyModelOptions, warm_start: dict[str, Any]
     import torch
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
-    tokenizer = _train_tokenizer(options.vocab_size, options.seed, options.max_position_embeddings)
+    tokenizer = _train_tokenizer(
+        options.vocab_size, options.seed, options.max_position_embeddings, options.thinking_template
+    )
     pad_id, eos_id = tokenizer.convert_tokens_to_ids([ENDOFTEXT, IM_END])
     config = Qwen2Config(
         vocab_size=math.ceil(len(tokenizer) / 8) * 8,
@@ -260,6 +272,8 @@ def _check_reusable(out: Path, kwargs: dict[str, Any]) -> None:
     recorded = _build_record(out)
     if recorded is None and kwargs.get("warm_start") is None:
         return
+    if recorded is not None:  # a record made before an option existed holds that option's default
+        recorded = {**dataclasses.asdict(TinyModelOptions()), **recorded}
     sizes = {key: value for key, value in kwargs.items() if key != "warm_start"}
     requested = {
         **dataclasses.asdict(parse_section(TinyModelOptions, sizes, "tiny_model")),
@@ -304,7 +318,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_dir", type=Path)
     for f in dataclasses.fields(TinyModelOptions):
-        parser.add_argument(f"--{f.name.replace('_', '-')}", type=int, default=f.default, help=f.metadata["help"])
+        flag, help_text = f"--{f.name.replace('_', '-')}", f.metadata["help"]
+        if isinstance(f.default, bool):
+            parser.add_argument(flag, action="store_true", help=help_text)
+        else:
+            parser.add_argument(flag, type=int, default=f.default, help=help_text)
     example = json.dumps({"steps": 150, "format_rate": 0.3})
     parser.add_argument("--warm-start", type=json.loads, metavar="JSON", help=f"warm start options, e.g. '{example}'")
     parser.add_argument("--force", action="store_true", help="delete out_dir first if it exists")

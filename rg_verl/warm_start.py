@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rg_verl.chat_template import response_prefix
 from rg_verl.data.holdout import split_of
 from rg_verl.schema import ConfigError, named_mappings, option, parse_section
 from rg_verl.vocab import (
@@ -224,6 +225,8 @@ def _train(model: Any, tokenizer: Any, opts: dict[str, Any], rng: random.Random)
     import torch
 
     prompts = _prompts(tokenizer, opts)
+    # a thinking template has opened the think block already: the model writes what follows
+    prefix = response_prefix(tokenizer)
     eos_id, pad_id = tokenizer.eos_token_id, tokenizer.pad_token_id
     optimizer = torch.optim.AdamW(model.parameters(), lr=opts["lr"], weight_decay=0.0)
     model.train()
@@ -232,6 +235,7 @@ def _train(model: Any, tokenizer: Any, opts: dict[str, Any], rng: random.Random)
         rows = []
         for prompt_ids, answer in rng.sample(prompts, min(opts["batch_size"], len(prompts))):
             text = warm_start_response(answer, rng.random() < opts["format_rate"], rng)
+            text = text[len(prefix) :] if prefix and text.startswith(prefix) else text
             rows.append((prompt_ids, tokenizer(text, add_special_tokens=False)["input_ids"] + [eos_id]))
         loss = model(**_batch(rows, pad_id)).loss
         optimizer.zero_grad()

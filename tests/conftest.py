@@ -1,7 +1,12 @@
+import os
+
 import pytest
 import torch
 from hypothesis import settings
 from xdist.scheduler import LoadScopeScheduling
+
+# nothing is downloaded in tests: a hub id (an evaluation config's model_path) fails at once instead of retrying
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 # Hypothesis checks behaviour here, never speed: its per-example deadline would fail a test whose machine is
 # busy (two pytest workers share two cores), so it is off.

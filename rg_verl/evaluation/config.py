@@ -221,6 +221,15 @@ class EvalConfig:
         None, "the k of pass@k, mean@k and maj@k, each in [1, eval_repeats]", doc_default="1, 2, 4, …, eval_repeats"
     )
     scoring_mode: str = option("lenient", "the extraction behind score and accuracy", choices=MODES, noun="mode")
+    chat_template_kwargs: dict = option(
+        {}, "chat-template arguments (e.g. enable_thinking: false) of hf's and vllm's prompts, sent to openai servers "
+        "as chat_template_kwargs (vLLM's server reads them); as training's data.apply_chat_template_kwargs"
+    )
+    response_prefix: str = option(
+        "auto", "text the chat template opens the assistant turn with (a thinking model's <think>), judged before "
+        "the response by the format rules; auto: read off model_path's tokenizer (an openai model only from a "
+        "local folder)",
+    )
     math_datasets: list[str] = option([], "datasets scored by math-verify's equivalence", parse=dataset_names)
     decoding: DecodingConfig = option(
         DecodingConfig, "how completions are chosen: sample, or OREO's value_beam or value_rerank (see Decoding)"

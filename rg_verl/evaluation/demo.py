@@ -10,8 +10,10 @@ A line is a free question, or a command:
 
 Each question goes to the model as training sends it: the system prompt (reasoning-gym's ``default`` unless
 ``--system-prompt`` says otherwise), then the question, through the chat template (the evaluation's ``hf``
-backend generates). The response is shown as its ``<think>`` part and its ``<answer>`` part
-(``rg_verl.reward.extract_answer``). Model output is only printed (control characters escaped), never run.
+backend generates; ``--chat-template-kwargs`` passes arguments such as ``enable_thinking`` to the template). The
+response is shown as its ``<think>`` part and its ``<answer>`` part (``rg_verl.reward.extract_answer``), read after
+the text a thinking model's template opens the turn with (``rg_verl.chat_template``), which the score's format
+check counts too. Model output is only printed (control characters escaped), never run.
 
 :func:`run_demo` is the loop; it takes any ``generate(messages) -> text``, so it runs without a model.
 """
@@ -19,11 +21,13 @@ backend generates). The response is shown as its ``<think>`` part and its ``<ans
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TextIO
 
+from rg_verl.chat_template import AUTO, resolve_response_prefix
 from rg_verl.evaluation.backends.base import Sampling
 from rg_verl.evaluation.backends.hf import HFBackend
 from rg_verl.evaluation.items import eval_split
@@ -63,9 +67,17 @@ def split_response(text: str) -> tuple[str | None, str | None]:
 class Demo:
     """The state of one session: the system prompt, the item seed, the datasets drawn from and their next items."""
 
-    def __init__(self, out: TextIO, generate: Generate, prompt: str | None = "default", seed: int = DEFAULT_SEED):
+    def __init__(
+        self,
+        out: TextIO,
+        generate: Generate,
+        prompt: str | None = "default",
+        seed: int = DEFAULT_SEED,
+        response_prefix: str = "",
+    ):
         self.out = out
         self.generate = generate
+        self.response_prefix = response_prefix  # what the chat template opens the turn with (a <think>)
         self.system_prompt = system_prompt(prompt)
         self.seed = seed
         self.datasets: dict = {}
@@ -90,7 +102,7 @@ class Demo:
         except Exception as error:  # a failed generation ends this question, not the session
             self.say(f"generation failed: {error!r}\n")
             return
-        think, answer = split_response(response)
+        think, answer = split_response(self.response_prefix + response)
         if think is not None:
             self.say(f"--- think\n{_printable(think)}")
         shown = "(no <answer>...</answer> in the response)" if answer is None else _printable(answer)
@@ -100,8 +112,9 @@ class Demo:
         if item is not None:
 
             result = compute_score(
-                item["data_source"], response, item["reward_model"]["ground_truth"], extra_info=item["extra_info"]
-            )
+                item["data_source"], response, item["reward_model"]["ground_truth"], extra_info=item["extra_info"],
+                response_prefix=self.response_prefix,
+            )  # fmt: skip
             self.say(f"--- reference\n{_printable(item['reward_model']['ground_truth'])}")
             self.say(f"score: {result['score']:.2f} (strict format: {'yes' if result['format_ok'] else 'no'})")
         self.say()
@@ -160,9 +173,10 @@ def run_demo(
     generate: Generate,
     system_prompt: str | None = "default",
     seed: int = DEFAULT_SEED,
+    response_prefix: str = "",
 ) -> int:
     """Answers every line of ``lines`` until ``:quit`` or their end, writing to ``out``. Returns 0."""
-    demo = Demo(out, generate, prompt=system_prompt, seed=seed)
+    demo = Demo(out, generate, prompt=system_prompt, seed=seed, response_prefix=response_prefix)
     for line in lines:
         if not demo.handle(line):
             break
@@ -183,15 +197,28 @@ def read_lines(stream: TextIO, prompt: TextIO | None = None) -> Iterator[str]:
         yield line
 
 
-def hf_generate(model_dir: str, max_tokens: int, temperature: float, device: str) -> Generate:
+def hf_generate(
+    model_dir: str, max_tokens: int, temperature: float, device: str, chat_template_kwargs: dict | None = None
+) -> Generate:
     """A ``generate`` that runs the evaluation's ``hf`` backend on ``model_dir``: one prompt, one completion."""
     from types import SimpleNamespace
 
-
-    config = SimpleNamespace(model_path=model_dir, batch_size=1, device=device, dtype="auto", engine_kwargs={})
+    config = SimpleNamespace(model_path=model_dir, batch_size=1, device=device, dtype="auto", engine_kwargs={},
+                             chat_template_kwargs=chat_template_kwargs or {})  # fmt: skip
     backend = HFBackend(config)
     sampling = Sampling(max_tokens=max_tokens, temperature=temperature, top_p=1.0)
     return lambda messages: backend.generate([messages], 1, sampling)[0][0].text
+
+
+def _json_object(text: str) -> dict:
+    """A JSON object from the command line (argparse reports the error)."""
+    try:
+        value = json.loads(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"not JSON: {error}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object, e.g. '{\"enable_thinking\": false}'")
+    return value
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -209,6 +236,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="a key of reasoning-gym's SYSTEM_PROMPTS or literal text; '' for none (default: default)",
     )
     parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:1, ... (default: cuda if available)")
+    parser.add_argument(
+        "--chat-template-kwargs", type=_json_object, default={}, metavar="JSON",
+        help="chat-template arguments, as training's data.apply_chat_template_kwargs, e.g. "
+             """'{"enable_thinking": false}'""",
+    )  # fmt: skip
     parser.add_argument(
         "--seed", type=int, default=DEFAULT_SEED, help=f"sampling and item seed (default {DEFAULT_SEED})"
     )
@@ -232,19 +264,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     import torch
 
     torch.manual_seed(args.seed)
+    model = str(path) if path.exists() else args.model_dir
     try:
-        generate = hf_generate(
-            str(path) if path.exists() else args.model_dir, args.max_tokens, args.temperature, args.device
-        )
+        generate = hf_generate(model, args.max_tokens, args.temperature, args.device, args.chat_template_kwargs)
     except (OSError, ValueError, RuntimeError) as error:  # no such model, not a causal LM, a bad device
         print(f"cannot load a model from {args.model_dir!r}: {error}", file=sys.stderr)
         return 1
+    prefix = resolve_response_prefix(AUTO, model, args.chat_template_kwargs)
     interactive = sys.stdin.isatty()
     if interactive:
         print(f"{args.model_dir}: type a question, or :help", file=sys.stderr)
     try:
         return run_demo(read_lines(sys.stdin, sys.stderr if interactive else None), sys.stdout, generate,
-                        system_prompt=args.system_prompt, seed=args.seed)  # fmt: skip
+                        system_prompt=args.system_prompt, seed=args.seed, response_prefix=prefix)  # fmt: skip
     except KeyboardInterrupt:
         print(file=sys.stderr)
         return 130

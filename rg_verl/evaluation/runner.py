@@ -17,6 +17,7 @@ import importlib.metadata
 import json
 import logging
 import math
+import os
 import re
 import time
 from datetime import datetime
@@ -44,7 +45,7 @@ ITEMS_FILE = "items.jsonl"
 # fields that must not change between a run and its --resume: they change what an item's record means
 FINGERPRINT_FIELDS = (
     "model_path", "max_tokens", "temperature", "top_p", "eval_repeats", "developer_prompt", "developer_role",
-    "scoring_mode", "math_datasets", "decoding",
+    "scoring_mode", "math_datasets", "decoding", "chat_template_kwargs", "response_prefix",
 )  # fmt: skip
 
 
@@ -63,6 +64,14 @@ def check_files(config: EvalConfig) -> None:
                     check_sources(settings, splits=("eval",), where=where)
 
 
+def prefix_tokenizer(config: EvalConfig) -> str | None:
+    """The tokenizer whose chat template ``response_prefix: auto`` reads: the model's, which the local backends
+    load anyway; for openai only a local folder (a served model's name is no tokenizer)."""
+    if config.backend == "openai" and not os.path.isdir(os.path.expanduser(config.model_path)):
+        return None
+    return config.model_path
+
+
 def score_item(dataset: EvalDataset, index: int, item: dict, completions: list[Completion], config: EvalConfig) -> dict:
     """The items.jsonl record of one item: every completion scored by ``rg_verl.reward.compute_score``."""
     strict = config.scoring_mode == "strict"
@@ -75,6 +84,9 @@ def score_item(dataset: EvalDataset, index: int, item: dict, completions: list[C
             item["extra_info"],
             mode=config.scoring_mode,
             math_datasets=config.math_datasets,
+            response_prefix=config.response_prefix,
+            tokenizer_path=prefix_tokenizer(config),
+            chat_template_kwargs=config.chat_template_kwargs,
         )
         scored.append(
             {

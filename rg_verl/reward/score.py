@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 
 from reasoning_gym.factory import get_score_answer_fn
 
+from rg_verl.chat_template import resolve_response_prefix
 from rg_verl.config import RewardConfig
 from rg_verl.reward.extraction import response_answer
 from rg_verl.reward.math_verify import math_equal_status
@@ -198,6 +199,8 @@ def compute_score(
     reference_terms: dict[str, Any] | None = None,
     response_tokens: int | None = None,
     gates: dict[str, str] | None = None,
+    response_prefix: str | None = None,
+    chat_template_kwargs: dict[str, Any] | None = None,
     **kwargs: Any,
 ) -> dict[str, float | str]:
     """Scores a response: correctness of its final answer, plus weighted extra terms.
@@ -211,19 +214,14 @@ def compute_score(
         solution_str: The decoded response.
         ground_truth: The reference answer (used only if ``extra_info`` lacks ``entry``).
         extra_info: The item's ``extra_info``; ``extra_info["entry"]`` is the entry the scorer needs.
-        mode: Which extraction the reward uses: ``"strict"`` or ``"lenient"`` (the default; see
-            :func:`~rg_verl.reward.extraction.response_answer`). Both are always reported.
-        terms: ``{term name: weight}`` of extra terms (see ``rg_verl.reward.terms``).
-        tokenizer_path: Tokenizer for response lengths in tokens (``length`` and ``cosine``; the
-            ``reference_*`` terms count characters).
-        max_response_length: The response budget in tokens the length terms are relative to.
-        math_datasets: reasoning-gym datasets whose answers are scored by math-verify's
-            symbolic equivalence with the entry's answer instead of the dataset's own scorer.
-        reference_terms: Options of the ``reference_*`` terms: ``max_output_length`` (characters)
-            and ``preappend_thinking_token`` (``rg_verl.config.ReferenceTermsConfig``).
+        mode, terms, tokenizer_path, max_response_length, math_datasets, reference_terms, gates, response_prefix,
+            chat_template_kwargs: the reward kwargs, each declared with its meaning in ``rg_verl.config.RewardConfig``.
+            ``mode`` picks the extraction behind the reward (both are reported); ``terms`` add weighted extra
+            terms (``rg_verl.reward.terms``) that ``gates`` may let count only for right or wrong answers;
+            ``response_prefix`` is the text a thinking model's template opens the turn with (``rg_verl.chat_template``),
+            judged before the response by the format rules.
         response_tokens: The response's length in tokens as :func:`count_tokens` counts it, from a caller
             that counted many responses at once; counted here with ``tokenizer_path`` when None.
-        gates: ``{term name: gate}``: ``correct`` (``incorrect``) lets a term count only where ``accuracy`` is 1 (0).
         **kwargs: Other keyword arguments from verl; ignored.
 
     Returns:
@@ -242,7 +240,7 @@ def compute_score(
     config = reward_config(
         mode=mode, terms=terms, tokenizer_path=tokenizer_path,
         max_response_length=max_response_length, math_datasets=math_datasets, reference_terms=reference_terms,
-        gates=gates,
+        gates=gates, response_prefix=response_prefix, chat_template_kwargs=chat_template_kwargs,
     )  # fmt: skip
     return score_with(config, data_source, solution_str, ground_truth, extra_info, response_tokens)
 
@@ -258,11 +256,15 @@ def score_with(
     """:func:`compute_score` under reward settings that :func:`reward_config` already checked: for a caller
     that scores many responses under one config (trajectory collection) and need not check them each time."""
     name, from_file = _dataset(data_source)
-    text = solution_str if isinstance(solution_str, str) else ""
+    written = solution_str if isinstance(solution_str, str) else ""
+    # the turn as the model sees it: a thinking template's opening <think>, then what the model wrote
+    prefix = resolve_response_prefix(config.response_prefix, config.tokenizer_path, config.chat_template_kwargs)
+    text = prefix + written
     entry = _entry(name, extra_info, ground_truth)
     score = functools.partial(_correctness, name, entry=entry, by_math=from_file or name in config.math_datasets)
     verdicts = _verdicts(text, data_source, score)
-    response = _response(text, verdicts, config, score, response_tokens)
+    response_tokens = _token_counts(written, config, response_tokens)[0]  # the model's tokens, not the template's
+    response = _response(text, verdicts, config, score, response_tokens, prefixed=bool(prefix))
     return _result(verdicts, config.mode, response, config.terms, config.gates)
 
 
@@ -313,9 +315,15 @@ def _token_counts(text: str, config: RewardConfig, counted: int | None) -> tuple
 
 
 def _response(
-    text: str, verdicts: dict[str, _Verdict], config: RewardConfig, score: _Score, counted: int | None
+    text: str,
+    verdicts: dict[str, _Verdict],
+    config: RewardConfig,
+    score: _Score,
+    counted: int | None,
+    prefixed: bool = False,
 ) -> Response:
-    """What the terms look at, given the answer of ``text`` under each mode (:func:`_verdicts`)."""
+    """What the terms look at, given the answer of ``text`` under each mode (:func:`_verdicts`). A ``prefixed``
+    text already holds the template's opening ``<think>``, which reasoning-gym's preappend would add again."""
     num_tokens, max_tokens = _token_counts(text, config, counted)
     return Response(
         text=text,
@@ -325,7 +333,7 @@ def _response(
         max_tokens=max_tokens,
         earlier_answers_correct=_earlier_answers_correct(text, score),
         max_output_length=config.reference_terms.max_output_length,
-        preappend_thinking_token=config.reference_terms.preappend_thinking_token,
+        preappend_thinking_token=config.reference_terms.preappend_thinking_token and not prefixed,
     )
 
 

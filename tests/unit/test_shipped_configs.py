@@ -389,7 +389,7 @@ def tokenizer_path(tmp_path_factory) -> str:
     return str(build_tiny_model(tmp_path_factory.mktemp("tokenizer") / "model"))
 
 
-def test_every_reward_key_changes_the_reward(tokenizer_path):
+def test_every_reward_key_changes_the_reward(tokenizer_path, tmp_path):
     """Each field of reward_kwargs, set away from its default, changes what compute_score returns."""
     from reasoning_gym.factory import create_dataset
 
@@ -424,9 +424,19 @@ def test_every_reward_key_changes_the_reward(tokenizer_path):
     # gates: a format term gated on correct pays nothing for a wrong answer in the format
     assert score(wrong, terms={"format": 0.5})["term/format"] == 1.0
     assert score(wrong, terms={"format": 0.5}, gates={"format": "correct"})["term/format"] == 0.0
+    # response_prefix: the text a thinking template opened the turn with counts for the format
+    assert score(rest)["format_ok"] == 0.0 and score(rest, response_prefix="<think>")["format_ok"] == 1.0
+    # chat_template_kwargs: auto renders a thinking template with them (thinking off: an empty think block)
+    from rg_verl.tiny_model import _train_tokenizer
+
+    _train_tokenizer(300, 0, 512, thinking_template=True).save_pretrained(tmp_path)
+    assert score(bare, tokenizer_path=str(tmp_path))["format_ok"] == 0.0
+    off = {"enable_thinking": False}
+    assert score(bare, tokenizer_path=str(tmp_path), chat_template_kwargs=off)["format_ok"] == 1.0
     declared = {f.name for f in dataclasses.fields(rg_verl.config.RewardConfig)}
     assert declared == {
-        "mode", "terms", "gates", "tokenizer_path", "max_response_length", "math_datasets", "reference_terms"
+        "mode", "terms", "gates", "tokenizer_path", "max_response_length", "math_datasets", "reference_terms",
+        "response_prefix", "chat_template_kwargs",
     }, "a new reward key needs a line above that shows its effect"  # fmt: skip
 
 

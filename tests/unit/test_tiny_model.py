@@ -203,3 +203,17 @@ def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         tiny.main([str(target)])
     tiny.main([str(target), "--force", "--num-layers", "1"])
     assert AutoConfig.from_pretrained(target).num_hidden_layers == 1
+
+
+def test_a_thinking_template_opens_the_think_block_and_the_warm_start_writes_what_follows(tmp_path: Path) -> None:
+    from rg_verl.chat_template import response_prefix
+
+    out = tiny.build_tiny_model(tmp_path / "m", thinking_template=True, warm_start={"steps": 2, "num_prompts": 8})
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    assert response_prefix(tokenizer) == "<think>\n"
+    chat = [{"role": "user", "content": "q"}]
+    prompt = tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
+    assert prompt.endswith("<|im_start|>assistant\n<think>\n")
+    # a model built before the option existed is reused: its record lacks the option, which was then off
+    record = json.loads((out / tiny.WARM_START_RECORD).read_text())
+    assert record["options"]["thinking_template"] is True

@@ -49,6 +49,8 @@ class OpenAIBackend(Backend):
         self.max_retries = config.max_retries
         self.retry_backoff = config.retry_backoff
         self.timeout = config.request_timeout
+        # vLLM's server passes these to the chat template (e.g. enable_thinking); sent only when set
+        self.chat_template_kwargs = dict(getattr(config, "chat_template_kwargs", None) or {})
 
     @classmethod
     def default_save_every(cls, config) -> int:
@@ -69,6 +71,8 @@ class OpenAIBackend(Backend):
             "top_p": sampling.top_p,
             "n": 1,
         }
+        if self.chat_template_kwargs:
+            body["chat_template_kwargs"] = self.chat_template_kwargs
         problem = None
         for attempt in range(self.max_retries + 1):
             if attempt:

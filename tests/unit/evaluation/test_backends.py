@@ -183,6 +183,26 @@ def test_openai_backend_retries_and_bounds_concurrency(monkeypatch):
     assert (body["model"], body["max_tokens"], body["temperature"], body["top_p"], body["n"]) == ("m", 5, 0.5, 0.9, 1)
 
 
+def test_openai_requests_carry_the_chat_template_arguments_only_when_set():
+    sampling = Sampling(max_tokens=5, temperature=0.0, top_p=1.0)
+    with FakeOpenAI(lambda messages, body: "x") as server:
+        for kwargs in ({}, {"enable_thinking": False}):
+            config = parse_config(small_config(backend="openai", base_url=server.url, chat_template_kwargs=kwargs))
+            OpenAIBackend(config).complete([{"role": "user", "content": "hi"}], sampling)
+    assert "chat_template_kwargs" not in server.requests[0]
+    assert server.requests[1]["chat_template_kwargs"] == {"enable_thinking": False}
+
+
+def test_the_prefix_is_read_off_the_models_tokenizer_but_not_off_a_served_name(tmp_path):
+    from rg_verl.evaluation.runner import prefix_tokenizer
+
+    assert prefix_tokenizer(parse_config(small_config(backend="hf", model_path="org/model"))) == "org/model"
+    served = small_config(backend="openai", base_url="http://localhost:1/v1", model_path="org/model")
+    assert prefix_tokenizer(parse_config(served)) is None
+    local = small_config(backend="openai", base_url="http://localhost:1/v1", model_path=str(tmp_path))
+    assert prefix_tokenizer(parse_config(local)) == str(tmp_path)
+
+
 def test_openai_backend_gives_up_with_a_clear_error():
     sampling = Sampling(max_tokens=5, temperature=0.0, top_p=1.0)
     with FakeOpenAI(lambda messages, body: "x", fail_first=10) as server:

@@ -338,3 +338,45 @@ def test_gates_name_a_term_and_a_gate():
     with pytest.raises(ValueError, match=r"gates.format: 'right' is not a gate; valid gates: none, correct, incorrect"):
         reward_config(gates={"format": "right"})
     assert reward_config(gates={"format": "none", "length": "correct"}).gates == {"length": "correct"}
+
+
+# --- thinking templates: the response prefix ------------------------------------------------------
+
+
+def test_a_prefilled_think_block_counts_for_the_format():
+    entry = _entry("chain_sum")
+    written = f"add them</think>\n<answer>{entry['answer']}</answer>"  # the template wrote "<think>\n"
+    alone = _score("chain_sum", entry, written, response_prefix="")
+    assert alone["format_ok"] == 0.0 and alone["correct_strict"] == 0.0 and alone["correct_lenient"] == 1.0
+    prefixed = _score("chain_sum", entry, written, response_prefix="<think>\n", terms={"format": 1.0})
+    assert prefixed["format_ok"] == 1.0 and prefixed["correct_strict"] == 1.0 and prefixed["term/format"] == 1.0
+    # reasoning-gym's own preappend adds nothing more when the template already opened the block
+    reference = {"reference_format": 1.0}
+    both = {"preappend_thinking_token": True}
+    assert _score("chain_sum", entry, written, response_prefix="<think>\n", terms=reference,
+                  reference_terms=both)["term/reference_format"] == 1.0  # fmt: skip
+
+
+@given(st.one_of(st.text(max_size=40), tag_soup), st.sampled_from(["<think>\n", "<think>\n\n</think>\n\n"]))
+@settings(max_examples=60)
+def test_property_a_prefix_scores_as_if_the_model_had_written_it(text, prefix):
+    entry = _entry("chain_sum")
+    keys = ("score", "correct_strict", "correct_lenient", "format_ok", "revised", "pred")
+    prefixed = _score("chain_sum", entry, text, response_prefix=prefix, terms={"format": 0.5})
+    written = _score("chain_sum", entry, prefix + text, response_prefix="", terms={"format": 0.5})
+    assert {k: prefixed[k] for k in keys} == {k: written[k] for k in keys}
+
+
+def test_auto_reads_the_prefix_off_the_tokenizer_and_counts_only_the_models_tokens(tmp_path):
+    from rg_verl.tiny_model import _train_tokenizer
+
+    _train_tokenizer(300, 0, 512, thinking_template=True).save_pretrained(tmp_path)
+    entry = _entry("chain_sum")
+    written = f"x</think><answer>{entry['answer']}</answer>"
+    kwargs = {"tokenizer_path": str(tmp_path), "max_response_length": 64}
+    auto = _score("chain_sum", entry, written, **kwargs)  # response_prefix: auto, the default
+    assert auto["format_ok"] == 1.0
+    assert _score("chain_sum", entry, written, response_prefix="", **kwargs)["format_ok"] == 0.0
+    # the template's text is not the model's: the token count is the written response's
+    alone = _score("chain_sum", entry, written, response_prefix="", **kwargs)
+    assert auto["response_tokens"] == alone["response_tokens"]
