@@ -18,6 +18,7 @@ logger = logging.getLogger(__name__)
 # the options that replace the config's field of the same name (category: keep only that category)
 OVERRIDES = (
     "output_dir", "model_path", "backend", "run_name", "batch_size", "device", "category", "items", "temperature",
+    "max_tokens",
 )  # fmt: skip
 
 
@@ -35,6 +36,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, help="replaces the config's batch_size (hf backend)")
     parser.add_argument("--device", help="replaces the config's device (hf backend), e.g. cpu or cuda:0")
     parser.add_argument("--temperature", type=float, help="replaces the config's temperature; 0 is greedy")
+    parser.add_argument("--max-tokens", type=int, help="replaces the config's max_tokens (the response budget)")
     parser.add_argument("--items", choices=list(ITEMS), help="replaces the config's items: split or reference")
     parser.add_argument("--decoding", choices=list(DECODING_MODES), help="replaces the config's decoding.mode")
     parser.add_argument("--value-model", help="replaces the config's decoding.value_model (a converted OREO critic)")

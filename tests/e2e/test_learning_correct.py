@@ -107,15 +107,22 @@ GROUP_SHARE = "train/reasoning_gym/letter_counting/groups/all_"
 
 @pytest.fixture(scope="module")
 def filtered_runs(tmp_path_factory, model, grpo_run) -> tuple[Path, dict[int, dict]]:
-    """Two steps with group filtering, a checkpoint each, then a resumed third: (run folder, step -> metrics).
+    """Two steps with group filtering, a curriculum and adaptive weights, a checkpoint each, then a resumed third:
+    (run folder, step -> metrics).
 
-    The adaptive weights' window is longer than the run, so the saved curriculum state holds every result."""
+    The curriculum raises letter_counting's level at step 2 (``schedule_every: 2``), which starts a fresh window
+    of results; otherwise the window and the adaptive weights' are longer than the run, so the saved state holds
+    every result since the last decision."""
     workdir = tmp_path_factory.mktemp("correct_filtered")
     common = (
         *FILTERED,
         "trainer.val_before_train=false",
         "trainer.test_freq=-1",
         "trainer.save_freq=1",
+        "reasoning_gym.curriculum.enabled=true",
+        "reasoning_gym.curriculum.schedule_every=2",
+        "reasoning_gym.curriculum.last_k=100000",
+        "+reasoning_gym.curriculum.levels.letter_counting.words=0",
         "reasoning_gym.adaptive_weights.enabled=true",
         "reasoning_gym.adaptive_weights.window=100000",
     )
@@ -140,7 +147,7 @@ def test_filtering_drops_exactly_the_dead_groups_it_logs(filtered_runs):
         assert (m[GROUP_SHARE + "correct"] + m[GROUP_SHARE + "wrong"]) * sampled == pytest.approx(dropped), step
 
 
-def test_every_sampled_group_reaches_the_curriculum_and_resume_draws_on(filtered_runs):
+def test_every_sampled_group_reaches_the_curriculum_and_resume_restores_it(filtered_runs):
     workdir, metrics = filtered_runs
     drawn = 0
     for step in (1, 2, 3):
@@ -150,12 +157,20 @@ def test_every_sampled_group_reaches_the_curriculum_and_resume_draws_on(filtered
         drawn += sampled
         # each prompt the step drew was sampled once: none drawn twice or skipped, across the resume too
         assert state["_num_yielded"] == drawn, step
-        results = list(state["dataset_state"]["results"]["letter_counting"])
-        assert state["dataset_state"]["step"] == step and len(results) == RESPONSES * drawn
-        # the step's results are every sampled response's: the trained ones' accuracy and the dropped groups'
+        curriculum = state["dataset_state"]
+        # the level rose at step 2 only; a resumed run that started a fresh state would be back at level 0
+        assert curriculum["step"] == step and curriculum["levels"]["letter_counting"] == {"words": int(step >= 2)}
+        assert m["curriculum/letter_counting/level"] == int(step >= 2)
+        assert m["curriculum/letter_counting/weight"] == 1.0  # the mix's one dataset
+        results = list(curriculum["results"]["letter_counting"])
+        if step == 2:  # the decision starts a fresh window
+            assert results == [] and "curriculum/letter_counting/success_rate" not in m
+            continue
+        # the window holds every response the step sampled: the trained ones' accuracy and the dropped groups'
+        assert len(results) == RESPONSES * sampled, step
         right = m["train/reasoning_gym/letter_counting/accuracy"] * GROUPS * RESPONSES
         right += m[GROUP_SHARE + "correct"] * sampled * RESPONSES
-        assert sum(results[-RESPONSES * sampled :]) == pytest.approx(right), step
+        assert sum(results) == pytest.approx(right), step
         assert m["curriculum/letter_counting/success_rate"] == pytest.approx(sum(results) / len(results))
 
 

@@ -235,12 +235,14 @@ def test_math_config_trains_qwen_7b_with_grpo_on_its_benchmark_file(path):
 
 @pytest.mark.parametrize("path", in_dir("inter_generalisation"), ids=config_id)
 def test_inter_config_trains_on_its_own_category(path):
-    category = path.stem.removesuffix("_qwen_3b")
+    category = path.stem.split("_qwen")[0]
     config = composed(path)
     names = mix(config, "datasets")
     assert {dataset_category(n) for n in names} == {category}
     assert not mix(config, "val_datasets"), "inter-domain configs validate in-domain; transfer is evaluated after"
-    assert config.actor_rollout_ref.model.path == "Qwen/Qwen2.5-3B-Instruct"
+    # one thinking model beside the family's Qwen2.5-3B-Instruct
+    model = "Qwen/Qwen3-4B-Thinking-2507" if path.stem == "algorithmic_qwen3_4b" else "Qwen/Qwen2.5-3B-Instruct"
+    assert config.actor_rollout_ref.model.path == model
 
 
 @pytest.mark.parametrize("path", in_dir("intra_generalisation"), ids=config_id)
