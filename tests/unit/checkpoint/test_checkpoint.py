@@ -539,3 +539,13 @@ def test_cli_options_and_the_legacy_argument_order(ckpts, tmp_path, capsys):
     assert "not a folder" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         cli.main([str(src), str(tmp_path / "d"), "--dtype", "int8"])
+
+
+def test_the_python_api_converts_as_the_command_does(ckpts, tmp_path):
+    import rg_verl
+
+    result = rg_verl.convert(actor(ckpts, "fsdp2_w2"), tmp_path / "api", progress=False)
+    command = convert_checkpoint(actor(ckpts, "fsdp2_w2"), tmp_path / "command", progress=False)
+    assert result.out_dir == tmp_path / "api" and result.num_tensors == command.num_tensors
+    api, cli = output_tensors(tmp_path / "api"), output_tensors(tmp_path / "command")
+    assert set(api) == set(cli) and all(torch.equal(api[key], cli[key]) for key in api)
