@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
+import struct
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -119,3 +121,42 @@ def within(limit_s: float, fn: Callable[..., Any], *args: Any, **kwargs: Any) ->
     if errors:
         raise errors[0]
     return out[0]
+
+
+# W&B's transaction log (a run's run-<id>.wandb): a 7-byte header, then LevelDB's log format of 32 KiB blocks, each
+# record a 7-byte header (crc32c, length, type) and a piece of a protobuf wandb.proto.wandb_internal_pb2.Record
+_WANDB_MAGIC, _BLOCK, _FULL, _FIRST, _MIDDLE, _LAST = b":W&B", 32768, 1, 2, 3, 4
+
+
+def wandb_records(path: Path) -> Iterator[Any]:
+    """The records of a W&B run's transaction log, parsed with W&B's own protobuf schema."""
+    from wandb.proto.wandb_internal_pb2 import Record
+
+    data = Path(path).read_bytes()
+    assert data[:4] == _WANDB_MAGIC, f"{path} is not a W&B transaction log"
+    pos, pieces = 7, []
+    while pos + 7 <= len(data):
+        if _BLOCK - pos % _BLOCK < 7:  # a block's tail too short for a header is padding
+            pos += _BLOCK - pos % _BLOCK
+            continue
+        _, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
+        if kind == 0:  # zero padding to the end of the block
+            pos += _BLOCK - pos % _BLOCK
+            continue
+        pieces.append(data[pos + 7 : pos + 7 + length])
+        pos += 7 + length
+        if kind in (_FULL, _LAST):
+            record = Record()
+            record.ParseFromString(b"".join(pieces))
+            pieces = []
+            yield record
+
+
+def wandb_history(path: Path) -> dict[int, dict[str, Any]]:
+    """step -> {key: value} of every ``run.log`` a W&B run's transaction log holds."""
+    history: dict[int, dict[str, Any]] = {}
+    for record in wandb_records(path):
+        if record.WhichOneof("record_type") == "history":
+            items = {item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item}
+            history.setdefault(int(record.history.step.num), {}).update(items)
+    return history

@@ -13,10 +13,15 @@ pytestmark = pytest.mark.slow
 
 
 
-def train(workdir: Path, model_dir: Path, metrics: Path, *overrides: str) -> subprocess.CompletedProcess:
-    """train_grpo.py on the smoke config in ``workdir``, logging verl's metrics to ``metrics``."""
-    env = {"RG_VERL_TINY_MODEL": str(model_dir), "VERL_FILE_LOGGER_PATH": str(metrics)}
-    logging = [f"trainer.default_local_dir={workdir / 'ckpt'}", "trainer.logger=[console,file]"]
+def train(
+    workdir: Path, model_dir: Path, metrics: Path, *overrides: str, loggers: str = "[console,file]"
+) -> subprocess.CompletedProcess:
+    """train_grpo.py on the smoke config in ``workdir``, logging verl's metrics to ``metrics`` (and to W&B, offline,
+    and TensorBoard under ``workdir`` where ``loggers`` names them)."""
+    env = {"RG_VERL_TINY_MODEL": str(model_dir), "VERL_FILE_LOGGER_PATH": str(metrics), "WANDB_MODE": "offline",
+           "WANDB_DIR": str(workdir), "WANDB_SILENT": "true",
+           "TENSORBOARD_DIR": str(workdir / "tensorboard")}  # fmt: skip
+    logging = [f"trainer.default_local_dir={workdir / 'ckpt'}", f"trainer.logger={loggers}"]
     return run_train_grpo(workdir, *logging, *overrides, env=env)
 
 
@@ -35,6 +40,7 @@ def smoke_run(tmp_path_factory):
         "trainer.total_training_steps=2",
         "trainer.save_freq=2",
         "trainer.test_freq=2",
+        loggers="[console,file,wandb,tensorboard]",
     )
     return workdir
 
@@ -58,6 +64,26 @@ def test_smoke_run_takes_grpo_steps_scored_by_our_reward(smoke_run):
             assert train["term/length"] < 0  # real token counts reached the length term
         for key in ("accuracy", "correct_strict", "correct_lenient", "format_ok", "term/format", "term/length"):
             assert f"val-aux/reasoning_gym/{dataset}/{key}/mean@1" in metrics[2], key
+
+
+def test_smoke_run_logs_to_wandb_and_tensorboard_files_their_readers_load(smoke_run):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from tests.helpers import wandb_history
+
+    logged = read_metrics(smoke_run / "metrics_first.jsonl")
+    ours = ["train/reasoning_gym/chain_sum/score", "train/reasoning_gym/leg_counting/groups/all_wrong",
+            "train/reasoning_gym/category/arithmetic/score"]  # fmt: skip
+    [run_log] = (smoke_run / "wandb").glob("offline-run-*/run-*.wandb")
+    history = wandb_history(run_log)
+    events = EventAccumulator(str(smoke_run / "tensorboard")).Reload()
+    for key in ours:
+        for step in (1, 2):
+            assert history[step][key] == pytest.approx(logged[step][key]), (key, step)
+        assert [(e.step, e.value) for e in events.Scalars(key)] == [
+            (step, pytest.approx(logged[step][key])) for step in (1, 2)
+        ], key
+    assert "val-core/reasoning_gym/chain_sum/reward/mean@1" in history[2]
 
 
 def test_smoke_run_updates_actor_weights_and_saves_checkpoint(smoke_run):
