@@ -43,6 +43,7 @@ from rg_verl.config import MOVED_MODULES, ConfigError, tiny_model_config, valida
 from rg_verl.cpu.settings import PLATFORM_MODULE, apply_cpu_settings, cpu_env
 from rg_verl.data.files import check_sources
 from rg_verl.data.spaces import space_warnings
+from rg_verl.grpo.disk import check_output_dir
 from rg_verl.migrate import refuse_reference_schema
 from rg_verl.tiny_model import ensure_tiny_model
 from rg_verl.vocab import SPLIT_URI, SPLITS
@@ -179,13 +180,15 @@ def dry_run(config: DictConfig, samples: int = 3) -> None:
 
 
 def run(config: DictConfig) -> None:
-    """Check our sections and the data files, then verl's sections (as its ``main_ppo`` does), then train.
+    """Check our sections, the data files and the output folder, then verl's sections (as its ``main_ppo`` does),
+    then train.
 
     ``+dry_run=true`` stops after our checks and prints the config and sample items instead.
     """
     refuse_reference_schema(config)  # a config of reasoning-gym's own scripts: name the command that converts it
     settings = validate(config)
     check_sources(settings)
+    check_output_dir(config)  # before anything loads: a folder that cannot take the run's checkpoints
     for warning in space_warnings(settings):
         logger.warning(warning)
     if config.get("dry_run", False):
