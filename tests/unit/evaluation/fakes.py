@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -76,13 +77,18 @@ class FakeOpenAI:
     ``respond(messages, body) -> text``; the first ``fail_first`` requests get a 500. It records every
     request body and header and the most requests it saw in flight at once. With ``hold_until_in_flight``
     the first requests are held (up to ``HOLD_DEADLINE_S``) until that many are in flight together, so a
-    client that overlaps its requests is seen doing so whatever the timing.
+    client that overlaps its requests is seen doing so whatever the timing. A flaky server (``errors``,
+    ``drops``: shares of the requests, drawn with ``seed``) answers some requests with a 503 and closes the
+    connection on others without answering; ``delay`` seconds pass before each answer.
     """
 
     HOLD_DEADLINE_S = 30.0
 
-    def __init__(self, respond, fail_first: int = 0, hold_until_in_flight: int = 0):
+    def __init__(self, respond, fail_first: int = 0, hold_until_in_flight: int = 0, errors: float = 0.0,
+                 drops: float = 0.0, delay: float = 0.0, seed: int = 0):  # fmt: skip
         self.respond, self.fail_first, self.hold = respond, fail_first, hold_until_in_flight
+        self.errors, self.drops, self.delay, self.random = errors, drops, delay, random.Random(seed)
+        self.failed = {"errors": 0, "drops": 0}
         self.lock = threading.Condition()
         self.requests: list[dict] = []
         self.authorization: list[str | None] = []
@@ -103,6 +109,15 @@ class FakeOpenAI:
             while self.max_in_flight < self.hold and time.monotonic() < deadline:
                 self.lock.wait(timeout=deadline - time.monotonic())
             return number
+
+    def _fault(self) -> str | None:
+        """The failure this request meets, if any: ``errors`` (a 503) or ``drops`` (no answer)."""
+        with self.lock:
+            draw = self.random.random()
+            fault = "errors" if draw < self.errors else "drops" if draw < self.errors + self.drops else None
+            if fault:
+                self.failed[fault] += 1
+            return fault
 
     def _leave(self) -> None:
         with self.lock:
@@ -129,7 +144,12 @@ class FakeOpenAI:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 number = fake._arrive(body, self.headers.get("Authorization"))
                 try:
-                    code, payload = fake._answer(self.path, number, body)
+                    time.sleep(fake.delay)
+                    fault = fake._fault()
+                    if fault == "drops":  # the connection closes without an answer
+                        self.close_connection = True
+                        return
+                    code, payload = (503, {"error": "flaky"}) if fault else fake._answer(self.path, number, body)
                 finally:
                     fake._leave()
                 data = json.dumps(payload).encode()

@@ -155,3 +155,47 @@ def test_file_errors_come_before_any_backend_and_name_the_field_and_the_file(
     with pytest.raises(ConfigError, match=expected):  # a ready backend does not skip the check
         evaluate(config, backend=ScriptedBackend({}))
     assert not (tmp_path / "out").exists()  # no run folder either
+
+
+def test_an_openai_run_killed_mid_way_against_a_flaky_server_resumes_with_every_item_once(tmp_path):
+    """evaluate_model.py with the openai backend, SIGKILLed after some items, then --resume: the server answers a
+    fifth of the requests with a 503 and drops a tenth without answering, and no item is lost or duplicated."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import yaml
+
+    from tests.helpers import REPO
+    from tests.unit.evaluation.fakes import FakeOpenAI
+
+    chain_sum = {"dataset": "chain_sum", "size": 16, "seed": 1, "params": {"min_terms": 2, "max_terms": 2}}
+    data = small_config(categories=[{"category": "arithmetic", "datasets": [chain_sum]}], backend="openai",
+                        model_path="served", base_url="http://127.0.0.1:9/v1", output_dir=str(tmp_path), run_name="run",
+                        save_every=1, concurrency=2, max_retries=20, retry_backoff=0.01)  # fmt: skip
+    answers = answers_by_question(parse_config(data))
+    items = tmp_path / "run" / ITEMS_FILE
+
+    def respond(messages, body):
+        return f"<answer>{answers[messages[-1]['content']]}</answer>"
+
+    with FakeOpenAI(respond, errors=0.2, drops=0.1, delay=0.1, seed=3) as server:
+        config = tmp_path / "flaky.yaml"
+        config.write_text(yaml.safe_dump({**data, "base_url": server.url}))
+        command = [sys.executable, str(REPO / "evaluation" / "evaluate_model.py"), "--config", str(config)]
+        run = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        while not (items.exists() and items.read_text().count("\n") >= 4) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        run.send_signal(signal.SIGKILL)
+        run.wait(timeout=30)
+        before = items.read_text().count("\n")
+        assert 4 <= before < 16, before  # killed mid-way
+        subprocess.run([*command, "--resume"], check=True, capture_output=True, timeout=300)
+    records = [json.loads(line) for line in items.read_text().splitlines()]
+    keys = [record["key"] for record in records]
+    assert len(keys) == len(set(keys)) == 16  # every item once
+    assert all(c["accuracy"] == 1.0 for record in records for c in record["completions"])
+    assert server.failed["errors"] > 0 and server.failed["drops"] > 0  # the flaky server did fail requests
+    assert json.loads((tmp_path / "run" / "results.json").read_text())["metrics"]["num_items"] == 16
