@@ -30,6 +30,7 @@ def compose(config_name: str = "cpu", config_path: str | None = None, overrides:
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir, initialize_config_module
 
+    # deliberately lazy, as every import of this module: `import rg_verl` loads no library
     from rg_verl.grpo.launch import JOB_NAME, resolve_config_dir
 
     folder = resolve_config_dir(config_path)
@@ -50,6 +51,7 @@ def train(config_name: str = "cpu", config_path: str | None = None, overrides: S
     Raises:
         rg_verl.schema.ConfigError: before Ray starts, on a config our checks refuse.
     """
+    # deliberately lazy: `import rg_verl` loads no library
     from rg_verl.grpo.launch import run
 
     run(compose(config_name, config_path, overrides))
@@ -62,6 +64,7 @@ def evaluate(config: str | os.PathLike | Mapping[str, Any], *, resume: bool = Fa
     (``model_path=...``, ``max_tokens=...``), as the command's options do (``category=...``, keeping one
     category, and ``decoding={...}`` work with a path).
     """
+    # deliberately lazy: `import rg_verl` loads no library
     from rg_verl.evaluation.config import load_config, parse_config
     from rg_verl.evaluation.runner import evaluate as run_evaluation
 
@@ -77,6 +80,7 @@ def convert(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike, **opt
     ``utils/load_fsdp_to_hf.py`` writes it. ``options`` are :func:`rg_verl.checkpoint.convert.convert_checkpoint`'s
     (``dtype``, ``merge_lora``, ``verify``, ...); returns its :class:`~rg_verl.checkpoint.convert.ConversionResult`
     (``out_dir``, tensors and bytes written, ...)."""
+    # deliberately lazy: `import rg_verl` loads no library
     from rg_verl.checkpoint.convert import convert_checkpoint
 
     return convert_checkpoint(checkpoint_dir, out_dir, **options)

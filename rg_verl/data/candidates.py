@@ -19,19 +19,29 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import os
 import random
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 from reasoning_gym.factory import create_dataset
 
-__all__ = ["HASH_SEED_DEPENDENT", "INIT_SEEDED", "Candidates"]
+__all__ = ["HASH_SEED_DEPENDENT", "INIT_SEEDED", "Candidates", "unseeded_hash_datasets"]
 
 # generators that draw from their seed when built (task lists, pre-generated questions, sub-datasets)
 INIT_SEEDED = frozenset({"acre", "list_functions", "gsm_symbolic", "composite"})
 # generators whose items follow PYTHONHASHSEED (tests/unit/data/test_dataset_determinism.py); a run's
 # processes get PYTHONHASHSEED=0 (rg_verl.grpo.launch.process_env)
 HASH_SEED_DEPENDENT = ("isomorphic_strings", "knight_swap", "polynomial_multiplication", "ransom_note")
+
+
+def unseeded_hash_datasets(names: Iterable[str]) -> list[str]:
+    """The datasets among ``names`` whose items this process draws unlike a run's processes: those of
+    :data:`HASH_SEED_DEPENDENT` when ``PYTHONHASHSEED`` is not set (a run's processes get 0)."""
+    if os.environ.get("PYTHONHASHSEED", "random") != "random":
+        return []
+    return sorted(set(names) & set(HASH_SEED_DEPENDENT))
 
 
 def reseeded(dataset: Any, seed: int) -> Any:

@@ -42,7 +42,7 @@ import pyarrow.parquet as pq
 
 from rg_verl.atomic import PublishError, staging_dir
 from rg_verl.config import ConfigError, ReasoningGymConfig
-from rg_verl.data.candidates import HASH_SEED_DEPENDENT
+from rg_verl.data.candidates import unseeded_hash_datasets
 from rg_verl.data.files import check_sources
 from rg_verl.data.holdout import SALT
 from rg_verl.grpo import launch
@@ -143,8 +143,8 @@ def _version(distribution: str) -> str | None:
 
 
 def _warn_hash_seed(names: Sequence[str]) -> None:
-    dependent = sorted(set(names) & set(HASH_SEED_DEPENDENT))
-    if dependent and os.environ.get("PYTHONHASHSEED", "random") == "random":
+    dependent = unseeded_hash_datasets(names)
+    if dependent:
         logger.warning(
             "PYTHONHASHSEED is not set: the items of %s follow it, and a training run's processes get "
             "PYTHONHASHSEED=0; set PYTHONHASHSEED=0 to export the items that run sees",

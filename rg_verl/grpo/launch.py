@@ -41,6 +41,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 import rg_verl
 from rg_verl.config import MOVED_MODULES, ConfigError, tiny_model_config, validate
 from rg_verl.cpu.settings import PLATFORM_MODULE, apply_cpu_settings, cpu_env
+from rg_verl.data.candidates import unseeded_hash_datasets
 from rg_verl.data.files import check_sources
 from rg_verl.data.spaces import space_warnings
 from rg_verl.grpo.disk import check_output_dir
@@ -167,6 +168,13 @@ def dry_run(config: DictConfig, samples: int = 3) -> None:
     print(OmegaConf.to_yaml(config, resolve=True))
     for split in ("train", "val"):
         dataset = ReasoningGymDataset(f"{SPLIT_URI}{split}", None, config.data)
+        dependent = unseeded_hash_datasets(dataset.mix)
+        if dependent:
+            logger.warning(
+                "PYTHONHASHSEED is not set: the %s items of %s follow it, and the run's processes get "
+                "PYTHONHASHSEED=0; set PYTHONHASHSEED=0 to see here the items training sees",
+                split, ", ".join(dependent),
+            )  # fmt: skip
         for index in range(min(samples, len(dataset))):
             item = dataset[index]
             print(f"--- {split}[{index}] {item['data_source']}")

@@ -40,7 +40,7 @@ from typing import Any
 
 from rg_verl.atomic import write_atomic
 from rg_verl.config import ReasoningGymConfig
-from rg_verl.data.candidates import HASH_SEED_DEPENDENT
+from rg_verl.data.candidates import unseeded_hash_datasets
 from rg_verl.data.export import compose, reasoning_gym_section
 from rg_verl.data.files import check_sources
 from rg_verl.evaluation.backends import BACKENDS, create_backend
@@ -112,8 +112,8 @@ def _datasets(section: dict, args: argparse.Namespace) -> tuple[dict[str, Any], 
     check_sources(settings, splits=tuple(wanted))
     datasets, items = {}, {}
     for split, (start, count) in wanted.items():
-        dependent = sorted(set(settings.mix(split)) & set(HASH_SEED_DEPENDENT))
-        if dependent and os.environ.get("PYTHONHASHSEED", "random") == "random":
+        dependent = unseeded_hash_datasets(settings.mix(split))
+        if dependent:
             logger.warning(
                 "PYTHONHASHSEED is not set: the items of %s follow it, and training runs with "
                 "PYTHONHASHSEED=0; set it to 0 to collect the items training sees",

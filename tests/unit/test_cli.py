@@ -1,5 +1,6 @@
 """The ``rg-verl`` console command: subcommand help and ``train``'s config folders (``demo``: tests/unit/evaluation)."""
 
+import os
 import re
 import subprocess
 import sys
@@ -13,9 +14,10 @@ from tests.helpers import REPO
 RG_VERL = Path(sys.executable).parent / "rg-verl"
 
 
-def rg_verl(*args: str, cwd: Path = REPO, stdin: str | None = None, timeout: int = 300):
+def rg_verl(*args: str, cwd: Path = REPO, stdin: str | None = None, timeout: int = 300, env: dict | None = None):
     assert RG_VERL.is_file(), f"{RG_VERL} is missing: run `pip install --no-deps -e .`"
-    return subprocess.run([str(RG_VERL), *args], cwd=cwd, input=stdin, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([str(RG_VERL), *args], cwd=cwd, input=stdin, capture_output=True, text=True,
+                          timeout=timeout, env=env)  # fmt: skip
 
 
 # --- help of the console script -------------------------------------------------------------------
@@ -100,10 +102,12 @@ def test_train_dry_run_prints_what_the_script_prints(tmp_path):
         "--config-path", "configs/inter_generalisation", "--config-name", "algorithmic_qwen_3b", "+dry_run=true",
         f"actor_rollout_ref.model.path={tmp_path}",
     ]  # fmt: skip
-    cli = rg_verl("train", *args, f"hydra.run.dir={tmp_path / 'cli'}")
+    # as a run's processes: isomorphic_strings' items follow the hash seed (unset, the dry run says so)
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    cli = rg_verl("train", *args, f"hydra.run.dir={tmp_path / 'cli'}", env=env)
     script = subprocess.run(
         [sys.executable, str(REPO / "train_grpo.py"), *args, f"hydra.run.dir={tmp_path / 'script'}"],
-        cwd=REPO, capture_output=True, text=True, timeout=300,
+        cwd=REPO, capture_output=True, text=True, timeout=300, env=env,
     )  # fmt: skip
     assert cli.returncode == 0 and script.returncode == 0, cli.stderr[-2000:] + script.stderr[-2000:]
     assert "--- train[0] reasoning_gym/" in cli.stdout and "--- val[0] reasoning_gym/" in cli.stdout

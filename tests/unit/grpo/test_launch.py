@@ -209,7 +209,7 @@ def test_an_unknown_tiny_model_option_is_refused_before_building(tmp_path):
     with open_dict(config):
         config.tiny_model.hiden_size = 8
     valid = "seed, hidden_size, num_layers, num_heads, num_kv_heads, intermediate_size, vocab_size, "
-    valid += "max_position_embeddings, build_if_missing, warm_start"
+    valid += "max_position_embeddings, thinking_template, build_if_missing, warm_start"
     with pytest.raises(ConfigError) as error:
         ensure_model(config)
     assert str(error.value) == f"tiny_model.hiden_size: unknown key (did you mean 'hidden_size'?); valid keys: {valid}"
