@@ -21,7 +21,7 @@ from typing import Any
 
 from rg_verl.vocab import THINK_OPEN
 
-__all__ = ["AUTO", "response_prefix", "resolve_response_prefix"]
+__all__ = ["AUTO", "load_tokenizer", "response_prefix", "resolve_response_prefix"]
 
 logger = logging.getLogger(__name__)
 
@@ -47,12 +47,18 @@ def response_prefix(tokenizer: Any, template_kwargs: Mapping[str, Any] | None = 
     return generation[at:] if at >= 0 else ""
 
 
-@functools.lru_cache(maxsize=8)
-def _detected(tokenizer_path: str, template_kwargs: str) -> str:
+@functools.lru_cache(maxsize=4)
+def load_tokenizer(path: str) -> Any:
+    """The tokenizer at ``path``, loaded once per process (the reward's token counts use it too)."""
     from transformers import AutoTokenizer
 
+    return AutoTokenizer.from_pretrained(path)
+
+
+@functools.lru_cache(maxsize=8)
+def _detected(tokenizer_path: str, template_kwargs: str) -> str:
     try:
-        tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
+        tokenizer = load_tokenizer(tokenizer_path)
     except Exception as error:  # noqa: BLE001 - detection is best effort; the override is named
         logger.warning(
             "response_prefix: auto could not load the tokenizer at %r (%s); judging responses without a prefix. "

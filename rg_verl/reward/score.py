@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 from reasoning_gym.factory import get_score_answer_fn
 
-from rg_verl.chat_template import resolve_response_prefix
+from rg_verl.chat_template import load_tokenizer, resolve_response_prefix
 from rg_verl.config import RewardConfig
 from rg_verl.reward.extraction import response_answer
 from rg_verl.reward.math_verify import math_equal_status
@@ -75,11 +75,8 @@ def _entry(name: str, extra_info: Any, ground_truth: Any) -> dict:
 MAX_CHARS_PER_TOKEN = 32
 
 
-@functools.lru_cache(maxsize=4)
-def _tokenizer(path: str):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(path)
+# one tokenizer per path and process, shared with the response prefix's detection
+_tokenizer = load_tokenizer
 
 
 def count_tokens(texts: list[str], tokenizer_path: str, max_tokens: int) -> list[int]:
