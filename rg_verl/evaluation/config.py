@@ -44,6 +44,7 @@ from rg_verl.evaluation.backends import BACKENDS
 from rg_verl.evaluation.decoding import DecodingConfig, check_value_model
 from rg_verl.evaluation.fields import above_zero, dataset_names, maybe_text, parse_entry, run_name, text
 from rg_verl.evaluation.metrics import default_k_values
+from rg_verl.retry.episode import RetryConfig
 from rg_verl.schema import ConfigError, option, parse_section
 from rg_verl.vocab import MAX_SEED, MAX_SPLIT_SIZE, MODES, system_prompt
 
@@ -193,7 +194,13 @@ class EvalConfig:
         "experiment: count per dataset the items that are its questions (in_reference_training); none: not counted",
         parse=lambda where, value: None if value is None else parse_section(ReferenceTraining, value, where),
     )
-    max_tokens: int = option(2048, "response budget in tokens", low=1, high=10**7)
+    max_tokens: int = option(2048, "response budget in tokens (of each try, in retry episodes)", low=1, high=10**7)
+    retry: RetryConfig | None = option(
+        None,
+        "{max_turns, feedback, discount}: run \"wrong, try again\" episodes as training's retry: section does "
+        "(see Multi-turn episodes); none: one answer per completion",
+        parse=lambda where, value: None if value is None else parse_section(RetryConfig, value, where),
+    )
     temperature: float = option(0.6, "sampling temperature; 0 is greedy", low=0.0, high=100.0)
     top_p: float = option(0.9, "nucleus sampling mass, in (0, 1]", parse=partial(above_zero, high=1.0))
     dtype: str = option("auto", "weights dtype of the local backends", choices=DTYPES, noun="dtype")
@@ -267,6 +274,11 @@ class EvalConfig:
         self.backend = self.backend or default_backend()
         self.k_values = self._checked_k_values()
         self.decoding.check_for(self.backend, self.eval_repeats)
+        if self.retry is not None and self.decoding.mode != "sample":
+            raise ConfigError(
+                f"retry: episodes sample every try; decoding.mode {self.decoding.mode!r} picks completions by value "
+                "instead. Remove retry, or set decoding.mode: sample"
+            )
         if self.backend == "openai":
             if not self.base_url:
                 raise ConfigError(

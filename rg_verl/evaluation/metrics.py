@@ -22,6 +22,8 @@ the ``@k`` metrics are means over items):
 - ``revision_rate``: share of completions that revised their answer (``rg_verl.reward.terms.revised_answers``).
 - ``self_correction_rate``: among revising completions, the share that revised a wrong answer and ended
   correct; ``None`` when no completion revised.
+- with ``retry`` episodes (``rg_verl.evaluation.episodes``), also ``mean_turns`` (tries per episode) and
+  ``success@turn<j>`` for each j up to ``max_turns``: the share of episodes right by their j-th try.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from collections.abc import Mapping, Sequence
 __all__ = ["pass_at_k", "mean_at_k", "majority_answer", "majority_correct", "aggregate", "default_k_values"]
 
 Completion = Mapping[str, object]
+# the reward's per-turn outcome of an episode: solved_by_turn_1, solved_by_turn_2, ...
+SOLVED_BY = "solved_by_turn_"
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -133,6 +137,17 @@ def _is_correct(value: object) -> bool:
     return float(value or 0.0) >= 1.0
 
 
+def _episode_metrics(completions: Sequence[Completion]) -> dict[str, float | None]:
+    """``mean_turns`` and ``success@turn<j>`` of retry episodes; nothing for single answers."""
+    if not completions or any(c.get("turns") is None for c in completions):
+        return {}
+    solved = sorted({int(key.rsplit("_", 1)[1]) for c in completions for key in c if key.startswith(SOLVED_BY)})
+    result = {"mean_turns": _mean([float(c["turns"]) for c in completions])}
+    for j in solved:
+        result[f"success@turn{j}"] = _mean([float(c.get(f"{SOLVED_BY}{j}", 0.0)) for c in completions])
+    return result
+
+
 def aggregate(items: Sequence[Sequence[Completion]], k_values: Sequence[int]) -> dict[str, float | int | None]:
     """All metrics over ``items`` (each a list of its scored completions, in sampling order).
 
@@ -162,6 +177,7 @@ def aggregate(items: Sequence[Sequence[Completion]], k_values: Sequence[int]) ->
         "self_correction_rate": _mean([float(bool(c.get("self_corrected"))) for c in revised]),
         "scoring_failures": sum(int(bool(c.get("scoring_failed"))) for c in completions),
     }
+    result.update(_episode_metrics(completions))
     for k in k_values:
         usable = [item for item in items if len(item) >= k]
         correct = [[_is_correct(c.get("accuracy")) for c in item] for item in usable]

@@ -13,6 +13,7 @@ before any model loads, and each dataset's report counts its items among them.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib.metadata
 import json
 import logging
@@ -31,9 +32,11 @@ from rg_verl.data.files import check_sources
 from rg_verl.data.reference_questions import training_questions
 from rg_verl.evaluation.backends import Backend, Completion, Sampling, create_backend
 from rg_verl.evaluation.config import EvalConfig, check_runtime
+from rg_verl.evaluation.episodes import Episode, run_episodes
 from rg_verl.evaluation.items import EvalDataset, eval_datasets, prompt_messages
 from rg_verl.evaluation.report import build_results, write_reports
 from rg_verl.evaluation.store import ItemStore
+from rg_verl.retry.episode import EPISODE_KEY, episode_record
 from rg_verl.schema import ConfigError
 
 __all__ = ["check_files", "evaluate", "reference_training", "score_item", "resolve_run_dir"]
@@ -45,7 +48,7 @@ ITEMS_FILE = "items.jsonl"
 # fields that must not change between a run and its --resume: they change what an item's record means
 FINGERPRINT_FIELDS = (
     "model_path", "max_tokens", "temperature", "top_p", "eval_repeats", "developer_prompt", "developer_role",
-    "scoring_mode", "math_datasets", "decoding", "chat_template_kwargs", "response_prefix",
+    "scoring_mode", "math_datasets", "decoding", "chat_template_kwargs", "response_prefix", "retry",
 )  # fmt: skip
 
 
@@ -72,22 +75,44 @@ def prefix_tokenizer(config: EvalConfig) -> str | None:
     return config.model_path
 
 
-def score_item(dataset: EvalDataset, index: int, item: dict, completions: list[Completion], config: EvalConfig) -> dict:
-    """The items.jsonl record of one item: every completion scored by ``rg_verl.reward.compute_score``."""
+def score_text(item: dict, text: str, config: EvalConfig, extra_info: dict | None = None) -> dict:
+    """``rg_verl.reward.compute_score`` of one response to ``item`` under the evaluation's settings."""
+    return reward.compute_score(
+        item["data_source"],
+        text,
+        item["reward_model"]["ground_truth"],
+        item["extra_info"] if extra_info is None else extra_info,
+        mode=config.scoring_mode,
+        math_datasets=config.math_datasets,
+        response_prefix=config.response_prefix,
+        tokenizer_path=prefix_tokenizer(config),
+        chat_template_kwargs=config.chat_template_kwargs,
+    )
+
+
+def _accuracy(items: list[dict], config: EvalConfig, index: int, text: str) -> float:
+    return score_text(items[index], text, config)["accuracy"]
+
+
+def score_item(
+    dataset: EvalDataset,
+    index: int,
+    item: dict,
+    completions: list[Completion] | list[Episode],
+    config: EvalConfig,
+) -> dict:
+    """The items.jsonl record of one item: every completion (or retry episode, scored by its last try and
+    discounted as in training, its tries kept in ``tries``) scored by ``rg_verl.reward.compute_score``."""
     strict = config.scoring_mode == "strict"
     scored = []
     for completion in completions:
-        parts = reward.compute_score(
-            item["data_source"],
-            completion.text,
-            item["reward_model"]["ground_truth"],
-            item["extra_info"],
-            mode=config.scoring_mode,
-            math_datasets=config.math_datasets,
-            response_prefix=config.response_prefix,
-            tokenizer_path=prefix_tokenizer(config),
-            chat_template_kwargs=config.chat_template_kwargs,
-        )
+        extra, record = None, {}
+        if isinstance(completion, Episode):
+            extra = {**item["extra_info"], EPISODE_KEY: episode_record(completion.accuracies, completion.final.text,
+                                                                       config.retry)}  # fmt: skip
+            record = {"tries": [c.text for c in completion.tries], "num_tokens": completion.num_tokens}
+            completion = completion.final
+        parts = score_text(item, completion.text, config, extra)
         scored.append(
             {
                 "model_answer": reward.response_answer(completion.text, item["data_source"], strict=strict),
@@ -96,6 +121,7 @@ def score_item(dataset: EvalDataset, index: int, item: dict, completions: list[C
                 "num_tokens": completion.num_tokens,
                 # "pred" is model_answer again, with "" for none
                 **{key: value for key, value in parts.items() if key not in ("score", "pred")},
+                **record,
             }
         )
     scores = [c["score"] for c in scored]
@@ -209,7 +235,12 @@ def _generate(config: EvalConfig, backend: Backend, pending: list[tuple[EvalData
         for start in range(0, len(pending), save_every):
             chunk = pending[start : start + save_every]
             items = [dataset[i] for dataset, i in chunk]
-            outputs = backend.generate([prompt_messages(item, config) for item in items], config.eval_repeats, sampling)
+            prompts = [prompt_messages(item, config) for item in items]
+            if config.retry is None:
+                outputs = backend.generate(prompts, config.eval_repeats, sampling)
+            else:
+                judge = functools.partial(_accuracy, items, config)
+                outputs = run_episodes(backend, prompts, config.eval_repeats, sampling, config.retry, judge)
             if len(outputs) != len(items) or any(len(o) != config.eval_repeats for o in outputs):
                 raise RuntimeError(f"backend {config.backend} returned the wrong number of completions")
             store.append(

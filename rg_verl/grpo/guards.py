@@ -9,6 +9,9 @@
 - **Group filtering** (``algorithm.filter_groups``, DAPO's dynamic sampling) drops the groups whose metric is
   the same for every response. Only a binary outcome makes that "all right or all wrong": on the shaped
   score (verl's ``reward``, our ``score``) a group of wrong answers whose format or length terms differ stays.
+- **The agent loop.** verl looks ``actor_rollout_ref.rollout.agent.default_agent_loop`` up only inside a Ray
+  worker, after every model has loaded; an unknown name is named here. rg-verl's ``rg_verl_retry`` episodes
+  (rg_verl/retry/) also need their ``retry:`` section and rg-verl's reward, which judges each try.
 - **The replay buffer's refill bound** (rg_verl/grpo/sampler.py) is read inside a Ray actor; a bad value is
   named here instead.
 """
@@ -19,6 +22,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from rg_verl.retry.episode import AGENT_LOOP, RetryConfig
 from rg_verl.schema import ConfigError
 
 __all__ = [
@@ -26,6 +30,7 @@ __all__ = [
     "LEGACY_REWARD_KEYS",
     "check",
     "check_batch_shapes",
+    "check_agent_loop",
     "check_group_filter",
     "check_legacy_keys",
     "check_sampler",
@@ -44,6 +49,9 @@ LEGACY_REWARD_KEYS = {
     "reward_model.rollout.": "reward.reward_model.rollout.",
     "reward_model.": "reward.reward_model.",
 }
+
+# the agent loops verl 0.9.1 registers itself, and ours
+AGENT_LOOPS = ("single_turn_agent", "tool_agent", AGENT_LOOP)
 
 # reward keys that are 0 or 1 for every response: our reward's accuracy (correctness under its mode is 1)
 BINARY_METRICS = ("accuracy",)
@@ -169,8 +177,31 @@ def check_sampler(config: DictConfig) -> None:
         )
 
 
+def check_agent_loop(config: DictConfig) -> None:
+    """The default agent loop is registered (one of :data:`AGENT_LOOPS`, or named in ``agent_loop_config_path``);
+    ``rg_verl_retry`` gets a valid ``retry:`` section and rg-verl's reward."""
+    agent = "actor_rollout_ref.rollout.agent"
+    name = OmegaConf.select(config, f"{agent}.default_agent_loop", default="single_turn_agent")
+    listed = OmegaConf.select(config, f"{agent}.agent_loop_config_path", default=None)
+    if name not in AGENT_LOOPS and not listed:
+        raise ConfigError(
+            f"{agent}.default_agent_loop: {name!r} is not a registered agent loop; set one of "
+            f"{', '.join(AGENT_LOOPS)}, or list your own in {agent}.agent_loop_config_path"
+        )
+    if name != AGENT_LOOP:
+        return
+    RetryConfig.from_section(config.get("retry"))
+    path = str(OmegaConf.select(config, "reward.custom_reward_function.path", default="") or "")
+    if not path.startswith("pkg://rg_verl.reward"):
+        raise ConfigError(
+            f"reward.custom_reward_function.path: {path!r}; {AGENT_LOOP} episodes judge each try with rg-verl's reward "
+            "and score their record with it: set it to pkg://rg_verl.reward (name: compute_score)"
+        )
+
+
 def check(config: DictConfig) -> None:
     """Every check of this module."""
+    check_agent_loop(config)
     check_legacy_keys(config)
     check_batch_shapes(config)
     check_group_filter(config)

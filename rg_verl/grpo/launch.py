@@ -14,8 +14,9 @@ A config travels through four rooms, once each:
 verl imports the modules named in ``VERL_USE_EXTERNAL_MODULES`` when ``verl`` is imported, in the driver
 and in every Ray worker. :func:`plugin_modules` decides which of ours a config needs:
 ``trainer.device=cpu`` loads ``rg_verl.cpu.platform`` (and :mod:`rg_verl.cpu.settings` adjusts the
-config), ``actor_rollout_ref.rollout.name=hf`` loads ``rg_verl.hf_rollout``, and the ``rg_verl`` trainer
-mode loads ``rg_verl.grpo.trainer``. A GPU run with vLLM loads neither of the first two.
+config), ``actor_rollout_ref.rollout.name=hf`` loads ``rg_verl.hf_rollout``, the ``rg_verl`` trainer
+mode loads ``rg_verl.grpo.trainer``, and the ``rg_verl_retry`` agent loop loads ``rg_verl.retry.agent_loop``.
+A GPU run with vLLM loads neither of the first two.
 
 ``rg-verl train`` (:func:`main`) resolves the config folder itself, because Hydra resolves a relative
 ``--config-path`` against the file that declares ``@hydra.main``, never against the working directory:
@@ -46,6 +47,7 @@ from rg_verl.data.files import check_sources
 from rg_verl.data.spaces import space_warnings
 from rg_verl.grpo.disk import check_output_dir
 from rg_verl.migrate import refuse_reference_schema
+from rg_verl.retry.episode import AGENT_LOOP
 from rg_verl.tiny_model import ensure_tiny_model
 from rg_verl.vocab import SPLIT_URI, SPLITS
 
@@ -61,6 +63,8 @@ def plugin_modules(config: DictConfig) -> list[str]:
         modules.append("rg_verl.hf_rollout")
     if config.trainer.v1.trainer_mode == "rg_verl":
         modules.append("rg_verl.grpo.trainer")
+    if OmegaConf.select(config, "actor_rollout_ref.rollout.agent.default_agent_loop") == AGENT_LOOP:
+        modules.append("rg_verl.retry.agent_loop")
     return modules
 
 

@@ -21,6 +21,7 @@ from reasoning_gym.factory import get_score_answer_fn
 
 from rg_verl.chat_template import load_tokenizer, resolve_response_prefix
 from rg_verl.config import RewardConfig
+from rg_verl.retry.episode import EPISODE_KEY, episode_values, is_episode
 from rg_verl.reward.extraction import response_answer
 from rg_verl.reward.math_verify import math_equal_status
 from rg_verl.reward.sympy_guard import SYMPY_PARSED, is_plain_expression
@@ -210,7 +211,9 @@ def compute_score(
             item (scored by math-verify).
         solution_str: The decoded response.
         ground_truth: The reference answer (used only if ``extra_info`` lacks ``entry``).
-        extra_info: The item's ``extra_info``; ``extra_info["entry"]`` is the entry the scorer needs.
+        extra_info: The item's ``extra_info``; ``extra_info["entry"]`` is the entry the scorer needs. With a
+            "wrong, try again" episode's record in ``extra_info["retry"]`` (:mod:`rg_verl.retry.episode`), the
+            episode's last try is scored instead of ``solution_str``, and the score is discounted per extra try.
         mode, terms, tokenizer_path, max_response_length, math_datasets, reference_terms, gates, response_prefix,
             chat_template_kwargs: the reward kwargs, each declared with its meaning in ``rg_verl.config.RewardConfig``.
             ``mode`` picks the extraction behind the reward (both are reported); ``terms`` add weighted extra
@@ -228,7 +231,8 @@ def compute_score(
         see ``rg_verl.reward.terms.revised_answers``); ``self_corrected`` (it revised a wrong
         answer and ended correct); ``scoring_failed`` (the scorer raised); ``response_tokens`` and ``truncated``
         (1.0 when it fills the budget) given a tokenizer; ``term/<name>`` per weighted term (0 where gated off);
-        ``pred``, the only text: the answer under ``mode`` ("" for none), which verl's validation votes on (maj@N).
+        ``pred``, the only text: the answer under ``mode`` ("" for none), which verl's validation votes on (maj@N);
+        for an episode also ``turns`` and ``solved_by_turn_<j>`` (``rg_verl.retry.episode.episode_values``).
 
     Raises:
         ValueError: If ``data_source`` is not a reasoning-gym dataset or a file item, or a reward
@@ -254,6 +258,9 @@ def score_with(
     that scores many responses under one config (trajectory collection) and need not check them each time."""
     name, from_file = _dataset(data_source)
     written = solution_str if isinstance(solution_str, str) else ""
+    episode = extra_info[EPISODE_KEY] if is_episode(extra_info) else None
+    if episode is not None:  # a "wrong, try again" episode (rg_verl.retry): its last try is the answer
+        written, response_tokens = str(episode["final_response"]), None
     # the turn as the model sees it: a thinking template's opening <think>, then what the model wrote
     prefix = resolve_response_prefix(config.response_prefix, config.tokenizer_path, config.chat_template_kwargs)
     text = prefix + written
@@ -262,7 +269,12 @@ def score_with(
     verdicts = _verdicts(text, data_source, score)
     response_tokens = _token_counts(written, config, response_tokens)[0]  # the model's tokens, not the template's
     response = _response(text, verdicts, config, score, response_tokens, prefixed=bool(prefix))
-    return _result(verdicts, config.mode, response, config.terms, config.gates)
+    result = _result(verdicts, config.mode, response, config.terms, config.gates)
+    if episode is not None:
+        values = episode_values(episode)
+        result["score"] *= values.pop("discount")
+        result.update(values)
+    return result
 
 
 def _dataset(data_source: Any) -> tuple[str, bool]:

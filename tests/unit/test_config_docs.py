@@ -17,6 +17,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from rg_verl.config import DatasetSpec, ReasoningGymConfig, RewardConfig
+from rg_verl.retry.episode import RetryConfig
 from rg_verl.reward.terms import TERMS
 from rg_verl.schema import FieldDoc, field_docs
 from rg_verl.tiny_model import TinyModelConfig
@@ -30,11 +31,13 @@ README = REPO / "README.md"
 SECTIONS = {
     "reasoning_gym": ReasoningGymConfig,
     "reward.custom_reward_function.reward_kwargs": RewardConfig,
+    "retry": RetryConfig,
 }
 # the README sections (headings) whose tables document each of our sections
 README_HEADINGS = {
     "reasoning_gym": ("### Data: the `reasoning_gym:` section", "### Curriculum and adaptive weights"),
     "reward.custom_reward_function.reward_kwargs": ("### Reward: `reward.custom_reward_function.reward_kwargs`",),
+    "retry": ("### Multi-turn episodes: the `retry:` section",),
 }
 # reward terms are a registry (rg_verl.reward.terms.TERMS), not fields: the YAML and the README list each
 # registered term, off; the declared default is no term at all

@@ -432,7 +432,9 @@ REFERENCE: dict[str, dict[str, Any]] = {
 # the experiments the reference does not ship -> the reference experiment of their family they follow
 NEW_CATEGORIES = [f"inter_generalisation/{c}_qwen_3b" for c in ("arc", "arithmetic", "cognition", "geometry", "graphs")]
 THINKING = "inter_generalisation/algorithmic_qwen3_4b"
+RETRY = "inter_generalisation/algorithmic_qwen_3b_retry"
 OURS = {
+    RETRY: "inter_generalisation/algorithmic_qwen_3b",
     **{name: "inter_generalisation/algebra_qwen_3b" for name in NEW_CATEGORIES},
     "external_benchmarks/rg_math_qwen_3b": "external_benchmarks/rg_math_llama_3b",
     THINKING: "inter_generalisation/algorithmic_qwen_3b",
@@ -492,7 +494,8 @@ ALLOWED: dict[str, Difference] = {
         only("external_benchmarks/rg_math_qwen_3b", THINKING),
     ),
     "data.max_response_length": Difference(
-        "ours: a thinking model reasons at length before its answer", only(THINKING)
+        "ours: a thinking model reasons at length before its answer; an episode's three tries share one budget",
+        only(THINKING, RETRY),
     ),
     "data.max_prompt_length": Difference(
         "prompts over the reference's budget: cognition's rectangle_count and figlet_font (the reference's "
@@ -644,6 +647,7 @@ EVAL_OURS = {
     "external_benchmarks/rg_math_llama_3b": "inter_generalisation/algebra",
     "external_benchmarks/rg_math_qwen_3b": "inter_generalisation/algebra",
     "inter_generalisation/logic": "inter_generalisation/algebra",
+    "inter_generalisation/algorithmic_retry": "inter_generalisation/algorithmic",
     "intra_generalisation/graphs": "intra_generalisation/algebra",
 }
 KK_EVALS = ("curriculum/knights_knaves_curriculum", "curriculum/knights_knaves_no_curriculum")
@@ -878,8 +882,13 @@ def test_evaluation_budget_is_its_training_configs_response_budget_or_the_refere
     """The reference's rule for max_tokens: the training config's max_response_length (intra games: 2048)."""
     config = load_config(EVAL_DIR / f"{name}.yaml")
     folder, stem = name.split("/")
+    if stem == "algorithmic_retry":  # each try gets the budget; the training episode shares max_turns of them
+        retry = composed(CONFIGS_DIR / folder / "algorithmic_qwen_3b_retry.yaml")
+        assert retry.data.max_response_length == config.max_tokens * config.retry.max_turns
+        assert (config.retry.max_turns, config.retry.discount) == (retry.retry.max_turns, retry.retry.discount)
+        return
     if folder == "inter_generalisation":
-        trained = [p for p in (CONFIGS_DIR / folder).glob("*_qwen_3b.yaml")]
+        trained = [p for p in (CONFIGS_DIR / folder).glob("*_qwen_3b.yaml") if "retry" not in p.stem]
     elif folder == "intra_generalisation":
         trained = [CONFIGS_DIR / folder / f"{stem}_qwen_3b.yaml"]
     else:

@@ -19,6 +19,13 @@ def smoke(*overrides: str):
     return composed(SMOKE, tuple(overrides))
 
 
+def refusal(overrides) -> str:
+    """The ConfigError the guards raise on the smoke config with ``overrides``."""
+    with pytest.raises(ConfigError) as error:
+        guards.check(smoke(*overrides))
+    return str(error.value)
+
+
 @pytest.mark.parametrize(
     ("override", "message"),
     [
@@ -71,9 +78,7 @@ def test_the_smoke_config_on_two_ranks_is_refused_before_its_first_log_prob_pass
     ],
 )  # fmt: skip
 def test_batch_shapes_verl_would_stop_on_mid_run_are_named(overrides, message):
-    with pytest.raises(ConfigError) as error:
-        guards.check(smoke(*overrides))
-    assert message in str(error.value)
+    assert message in refusal(overrides)
 
 
 def test_shapes_verl_itself_refuses_are_left_to_verl():
@@ -111,14 +116,20 @@ def test_a_refill_bound_that_is_not_a_whole_number_of_batches_is_refused(value):
     guards.check(smoke("trainer.v1.sampler.sampler_kwargs.max_refill_batches=1"))
 
 
-def test_a_guard_fires_before_ray_through_the_command(tmp_path):
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["trainer.n_gpus_per_node=2"], "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu: 8"),
+        (["actor_rollout_ref.rollout.agent.default_agent_loop=rg_verl_retry", "retry.max_turns=0"], "retry.max_turns"),
+    ],
+)
+def test_a_guard_fires_before_ray_through_the_command(tmp_path, overrides, message):
     proc = subprocess.run(
-        [sys.executable, str(REPO / "train_grpo.py"), "trainer.n_gpus_per_node=2",
-         f"actor_rollout_ref.model.path={tmp_path}"],
+        [sys.executable, str(REPO / "train_grpo.py"), *overrides, f"actor_rollout_ref.model.path={tmp_path}"],
         cwd=tmp_path, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 1
-    assert "Invalid config: actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu: 8" in proc.stderr
+    assert f"Invalid config: {message}" in proc.stderr
     assert "ray" not in (proc.stdout + proc.stderr).lower().replace("array", "")
 
 
@@ -127,3 +138,30 @@ def test_the_shipped_configs_pass_every_guard():
     config = smoke()
     assert OmegaConf.select(config, "algorithm.filter_groups.enable") is False
     guards.check(config)
+
+
+RETRY = "actor_rollout_ref.rollout.agent.default_agent_loop=rg_verl_retry"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (("actor_rollout_ref.rollout.agent.default_agent_loop=multi_turn",),
+         "actor_rollout_ref.rollout.agent.default_agent_loop: 'multi_turn' is not a registered agent loop; set one "
+         "of single_turn_agent, tool_agent, rg_verl_retry, or list your own in "
+         "actor_rollout_ref.rollout.agent.agent_loop_config_path"),
+        ((RETRY, "retry.max_turns=0"), "retry.max_turns"),
+        ((RETRY, "retry.discount=1.5"), "retry.discount"),
+        ((RETRY, "retry.feedback=' '"), "retry.feedback: empty"),
+        ((RETRY, "reward.custom_reward_function.path=my_reward.py"),
+         "rg_verl_retry episodes judge each try with rg-verl's reward"),
+    ],
+)  # fmt: skip
+def test_a_bad_agent_loop_or_retry_section_is_named(overrides, message):
+    assert message in refusal(overrides)
+
+
+def test_a_valid_retry_config_and_a_listed_custom_loop_pass():
+    guards.check(smoke(RETRY, "retry.max_turns=1", "retry.discount=0"))
+    guards.check(smoke("actor_rollout_ref.rollout.agent.default_agent_loop=mine",
+                       "actor_rollout_ref.rollout.agent.agent_loop_config_path=loops.yaml"))  # fmt: skip

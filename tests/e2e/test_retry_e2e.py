@@ -1,0 +1,62 @@
+""""Wrong, try again" episodes end to end on the CPU: train_grpo.py with the ``rg_verl_retry`` agent loop and the
+``hf`` rollout, on the learn config's warm-started tiny model (whose answers are short and mostly wrong, so
+episodes do take more than one try), 2 steps with a checkpoint, then a resume for a third."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import read_metrics, run_train_grpo
+
+pytestmark = pytest.mark.slow
+
+MAX_TURNS = 3
+PREFIX = "train/reasoning_gym/chain_sum/"
+
+
+def train(workdir: Path, steps: int, metrics: Path):
+    return run_train_grpo(
+        workdir, "--config-name", "learn", f"trainer.default_local_dir={workdir / 'ckpt'}",
+        "trainer.logger=[console,file]", f"trainer.total_training_steps={steps}", "trainer.save_freq=2",
+        "trainer.test_freq=2", "actor_rollout_ref.rollout.agent.default_agent_loop=rg_verl_retry",
+        f"retry.max_turns={MAX_TURNS}", "retry.discount=0.5", "data.max_response_length=96",
+        env={"RG_VERL_LEARN_MODEL": str(workdir / "model"), "VERL_FILE_LOGGER_PATH": str(metrics)},
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def retry_runs(tmp_path_factory) -> tuple[dict[int, dict], dict[int, dict], str]:
+    workdir = tmp_path_factory.mktemp("retry")
+    train(workdir, 2, workdir / "first.jsonl")
+    resumed = train(workdir, 3, workdir / "second.jsonl")
+    output = resumed.stdout + resumed.stderr
+    return read_metrics(workdir / "first.jsonl"), read_metrics(workdir / "second.jsonl"), output
+
+
+def test_episodes_retry_wrong_answers_and_log_success_at_each_turn(retry_runs):
+    first, second, _ = retry_runs
+    steps = {**first, **second}
+    assert sorted(steps) == [1, 2, 3]
+    for metrics in steps.values():
+        solved = [metrics[f"{PREFIX}solved_by_turn_{j}"] for j in range(1, MAX_TURNS + 1)]
+        assert solved == sorted(solved)  # success by turn j never falls with j
+        assert solved[-1] == pytest.approx(metrics[f"{PREFIX}accuracy"])  # the last try's outcome
+        assert 1.0 <= metrics[f"{PREFIX}turns"] <= MAX_TURNS
+        # verl counts the prompt, each answer and each feedback turn: 2 per try
+        assert 2 <= metrics["training/num_turns/min"] <= metrics["training/num_turns/max"] <= 2 * MAX_TURNS
+    # wrong answers were retried: some episode took more than one try
+    assert max(m[f"{PREFIX}turns"] for m in steps.values()) > 1.0
+    assert max(m["training/num_turns/max"] for m in steps.values()) >= 4
+    # validation runs the same episodes and logs them per dataset
+    for j in range(1, MAX_TURNS + 1):
+        assert f"val-aux/reasoning_gym/chain_sum/solved_by_turn_{j}/mean@1" in first[2]
+    assert "val-aux/reasoning_gym/chain_sum/turns/mean@1" in first[2]
+
+
+def test_a_resumed_retry_run_continues_from_its_checkpoint(retry_runs):
+    _, second, output = retry_runs
+    assert sorted(second) == [3]  # the saved steps are not trained again
+    assert re.search(r"global_step_2", output)
