@@ -27,8 +27,11 @@ from rg_verl.vocab import PEFT_PREFIX
 
 logger = logging.getLogger(__name__)
 
-# How long the server waits for more requests to join a batch, in seconds.
-BATCH_WINDOW_S = 0.005
+# How long the server waits for more requests to join a batch, in seconds: a window, renewed while requests keep
+# arriving (the later tries of multi-turn episodes come one by one, as each episode judges its answer), up to
+# MAX_BATCH_WAIT_S in all.
+BATCH_WINDOW_S = 0.02
+MAX_BATCH_WAIT_S = 0.2
 
 
 @dataclass
@@ -136,7 +139,7 @@ class HFRolloutServer:
 
         Runs as its own task, so a caller that is cancelled never strands the others.
         """
-        await asyncio.sleep(BATCH_WINDOW_S)  # let concurrent requests join the first batch
+        await self._gather_requests()
         while self._pending:
             key, queue = next(iter(self._pending.items()))
             batch, rest = queue[: self.max_num_seqs], queue[self.max_num_seqs :]
@@ -156,6 +159,18 @@ class HFRolloutServer:
                     request.done.set_exception(output)
                 else:
                     request.done.set_result(output)
+
+    async def _gather_requests(self) -> None:
+        """Wait while requests keep arriving: one window, renewed by each window that brought a new request, until
+        a window brings none, a batch is full or :data:`MAX_BATCH_WAIT_S` has passed."""
+        waited, count = 0.0, -1
+        while waited < MAX_BATCH_WAIT_S:
+            pending = sum(map(len, self._pending.values()))
+            if pending == count or pending >= self.max_num_seqs:
+                return
+            count = pending
+            await asyncio.sleep(BATCH_WINDOW_S)
+            waited += BATCH_WINDOW_S
 
     @torch.no_grad()
     def _generate_batch(self, batch: list[_Request], temperature: float, top_p: float, top_k: int) -> list[TokenOutput]:

@@ -11,9 +11,10 @@ loads this module in every Ray process, which registers it through verl's public
 
 The response is every turn after the prompt, as one token sequence: the model's tokens carry loss (mask 1), the
 template's and the feedback's do not (mask 0), and ``data.max_response_length`` bounds the whole episode (each
-try may use what the earlier ones left). The tokens of earlier turns are kept as generated; verl's continuous
-token builder appends only the feedback's tokens. The record of the episode goes to the reward in
-``extra_fields["retry"]``, which verl's reward manager merges into ``extra_info``.
+try may use what the earlier ones left; a ``max_tokens`` in the sampling parameters caps each try as well). The
+tokens of earlier turns are kept as generated; verl's continuous token builder appends only the feedback's tokens.
+The record of the episode goes to the reward in ``extra_fields["retry"]``, which verl's reward manager merges into
+``extra_info``.
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ class RetryAgentLoop(AgentLoopBase):
         text = ""
         while True:
             budget = self.response_length - len(talk.mask)
+            budget = min(budget, int(sampling_params.get("max_tokens", budget)))  # a caller's cap on one try
             with simple_timer("generate_sequences", metrics):
                 output = await self.server_manager.generate(
                     request_id=uuid4().hex, prompt_ids=talk.token_ids,

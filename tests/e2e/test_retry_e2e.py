@@ -4,11 +4,13 @@ episodes do take more than one try), 2 steps with a checkpoint, then a resume fo
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pytest
 
+from rg_verl.evaluation.cli import main as evaluate_main
 from tests.helpers import read_metrics, run_train_grpo
 
 pytestmark = pytest.mark.slow
@@ -28,16 +30,16 @@ def train(workdir: Path, steps: int, metrics: Path):
 
 
 @pytest.fixture(scope="module")
-def retry_runs(tmp_path_factory) -> tuple[dict[int, dict], dict[int, dict], str]:
+def retry_runs(tmp_path_factory) -> tuple[dict[int, dict], dict[int, dict], str, Path]:
     workdir = tmp_path_factory.mktemp("retry")
     train(workdir, 2, workdir / "first.jsonl")
     resumed = train(workdir, 3, workdir / "second.jsonl")
     output = resumed.stdout + resumed.stderr
-    return read_metrics(workdir / "first.jsonl"), read_metrics(workdir / "second.jsonl"), output
+    return read_metrics(workdir / "first.jsonl"), read_metrics(workdir / "second.jsonl"), output, workdir / "model"
 
 
 def test_episodes_retry_wrong_answers_and_log_success_at_each_turn(retry_runs):
-    first, second, _ = retry_runs
+    first, second, *_ = retry_runs
     steps = {**first, **second}
     assert sorted(steps) == [1, 2, 3]
     for metrics in steps.values():
@@ -57,6 +59,35 @@ def test_episodes_retry_wrong_answers_and_log_success_at_each_turn(retry_runs):
 
 
 def test_a_resumed_retry_run_continues_from_its_checkpoint(retry_runs):
-    _, second, output = retry_runs
+    _, second, output, _ = retry_runs
     assert sorted(second) == [3]  # the saved steps are not trained again
     assert re.search(r"global_step_2", output)
+
+
+def test_the_evaluator_runs_the_same_episodes_and_resumes_an_interrupted_run(tmp_path, retry_runs):
+    """evaluate_model.py's code with the hf backend on the warm-started model, in episodes of 3 tries; the run is
+    cut after its first items (as a kill would leave it) and finished with --resume."""
+    model = retry_runs[3]
+    config = tmp_path / "retry.yaml"
+    config.write_text(json.dumps({
+        "model_path": str(model), "backend": "hf", "device": "cpu", "max_tokens": 24, "temperature": 1.0,
+        "top_p": 1.0, "eval_repeats": 2, "save_every": 2, "retry": {"max_turns": MAX_TURNS, "discount": 0.5},
+        "categories": [{"category": "arithmetic", "datasets": [
+            {"dataset": "chain_sum", "size": 6, "params": {"min_terms": 2, "max_terms": 2, "max_digits": 1}}]}],
+    }))  # fmt: skip
+    command = ["--config", str(config), "--output-dir", str(tmp_path / "eval"), "--run-name", "retry"]
+    assert evaluate_main(command) == 0
+    items = tmp_path / "eval" / "retry" / "items.jsonl"
+    finished = items.read_text().splitlines()
+    items.write_text("\n".join(finished[:2]) + "\n")  # the run was killed after its first save
+    assert evaluate_main([*command, "--resume"]) == 0
+    records = [json.loads(line) for line in items.read_text().splitlines()]
+    assert [r["key"] for r in records] == [json.loads(line)["key"] for line in finished]  # each item once, in order
+    completions = [c for r in records for c in r["completions"]]
+    assert max(len(c["tries"]) for c in completions) > 1  # wrong answers were tried again
+    for c in completions:
+        assert len(c["tries"]) == c["turns"] and c["full_model_response"] == c["tries"][-1]
+    metrics = json.loads((tmp_path / "eval" / "retry" / "results.json").read_text())["metrics"]
+    success = [metrics[f"success@turn{j}"] for j in range(1, MAX_TURNS + 1)]
+    assert success == sorted(success) and success[-1] == pytest.approx(metrics["accuracy"])
+    assert metrics["mean_turns"] == pytest.approx(sum(c["turns"] for c in completions) / len(completions))

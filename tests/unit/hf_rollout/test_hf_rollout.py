@@ -20,6 +20,7 @@ from transformers import AutoConfig, AutoModelForCausalLM
 from verl.plugin.platform import get_platform, set_platform
 
 from rg_verl.cpu.platform import PlatformCPU
+from rg_verl.hf_rollout import server as server_module
 from rg_verl.hf_rollout.server import HFRolloutServer
 from rg_verl.tiny_model import build_tiny_model
 
@@ -229,6 +230,36 @@ def test_batches_are_capped_at_max_num_seqs(make_server):
         return [await lone_server.generate(p, dict(GREEDY), request_id=f"a{i}") for i, p in enumerate(batch)]
 
     assert [o.token_ids for o in together] == [o.token_ids for o in asyncio.run(alone())]
+
+
+def test_requests_that_trickle_in_join_one_batch(make_server):
+    """The later tries of multi-turn episodes arrive one by one, each after its episode judged its answer: while
+    they keep coming within a window of each other, the server waits for them (up to MAX_BATCH_WAIT_S)."""
+    server = make_server()
+    calls = spy_batches(server)
+    gap = server_module.BATCH_WINDOW_S / 2
+
+    async def trickle():
+        async def late(i, prompt):
+            await asyncio.sleep(i * gap)
+            return await server.generate(prompt, dict(GREEDY), request_id=f"t{i}")
+
+        return await asyncio.gather(*(late(i, p) for i, p in enumerate(prompts(3, 6, 9, 4, seed=6))))
+
+    asyncio.run(trickle())
+    assert calls == [(4, 0.0)]
+    slow = int(server_module.MAX_BATCH_WAIT_S / gap) + 4  # a stream that never pauses is still served in time
+    calls.clear()
+
+    async def stream():
+        async def late(i):
+            await asyncio.sleep(i * gap)
+            return await server.generate([5, 6, 7], dict(GREEDY), request_id=f"s{i}")
+
+        return await asyncio.gather(*(late(i) for i in range(slow)))
+
+    asyncio.run(stream())
+    assert len(calls) >= 2 and sum(size for size, _ in calls) == slow
 
 
 # --- 3. EOS and max_tokens -----------------------------------------------------------------------------

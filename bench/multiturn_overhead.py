@@ -1,0 +1,155 @@
+"""The cost of "wrong, try again" episodes against single-turn generation of the same tokens, same rollout.
+
+    python bench/multiturn_overhead.py [--prompts 16] [--turns 3] [--tokens 48] [--repeats 3]
+
+Both arms use one ``hf`` rollout server (``rg_verl.hf_rollout.server.HFRolloutServer``, the CPU path's rollout)
+on one tiny model, with the same prompts (chain_sum items), in the same process, alternating:
+
+* ``episodes``: ``rg_verl.retry.agent_loop.RetryAgentLoop`` runs every prompt as an episode of ``--turns`` tries
+  of ``--tokens`` tokens each (a random model is always wrong, so every episode takes every try): the
+  continuous-token merges, the judging of each try by the reward, the feedback turns and the longer prompts of
+  the later tries are all in the time;
+* ``single``: one ``generate`` per prompt of ``--turns`` x ``--tokens`` tokens, the same total.
+
+The model's end-of-sequence token is moved out of reach, so both arms generate exactly their budget. The ratio is
+the episodes' time over the single turn's, per repeat (the median is the result). Goal: at most 1.1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from omegaconf import OmegaConf
+from reasoning_gym.factory import create_dataset
+from transformers import AutoTokenizer
+from verl.experimental.agent_loop.agent_loop import DictConfigWrap
+from verl.plugin.platform import set_platform
+
+from rg_verl.cpu.platform import PlatformCPU
+from rg_verl.hf_rollout.server import HFRolloutServer
+from rg_verl.retry.agent_loop import RetryAgentLoop
+from rg_verl.retry.episode import RetryConfig
+from rg_verl.tiny_model import build_tiny_model
+
+
+def items(count: int) -> list[dict]:
+    entries = create_dataset("chain_sum", size=count, seed=11, min_terms=2, max_terms=3)
+    return [
+        {"raw_prompt": [{"role": "user", "content": e["question"]}], "data_source": "reasoning_gym/chain_sum",
+         "reward_model": {"ground_truth": e["answer"]}, "extra_info": {"entry": e}}
+        for e in entries
+    ]  # fmt: skip
+
+
+def unreachable_eos(model_dir: Path) -> None:
+    """Point the model's end-of-sequence id just past its vocabulary, where no logit is: it is never sampled."""
+    vocab_size = json.loads((model_dir / "config.json").read_text())["vocab_size"]
+    for name in ("config.json", "generation_config.json"):
+        path = model_dir / name
+        config = json.loads(path.read_text())
+        config["eos_token_id"] = vocab_size
+        path.write_text(json.dumps(config))
+
+
+class Arms:
+    def __init__(self, model_dir: Path, prompts: int, turns: int, tokens: int):
+        self.turns, self.tokens, self.items = turns, tokens, items(prompts)
+        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        self.server = HFRolloutServer(str(model_dir), prompt_length=1024, response_length=turns * tokens + 256,
+                                      max_num_seqs=prompts, seed=0)  # fmt: skip
+        self.config = OmegaConf.create({
+            "actor_rollout_ref": {"rollout": {"prompt_length": 1024, "response_length": turns * tokens + 256}},
+            "reward": {"custom_reward_function": {"reward_kwargs": {"mode": "lenient"}}},
+            "retry": {"max_turns": turns}, "data": {},
+        })  # fmt: skip
+
+    async def episodes(self) -> int:
+        loops = [RetryAgentLoop(trainer_config=DictConfigWrap(self.config), server_manager=self.server,
+                                tokenizer=self.tokenizer, processor=None, dataset_cls=None,
+                                data_config=DictConfigWrap(self.config.data), hf_model_type="qwen2")
+                 for _ in self.items]  # fmt: skip
+        params = {"temperature": 1.0, "top_p": 1.0, "max_tokens": self.tokens}
+        runs = (loop.run(params, **item) for loop, item in zip(loops, self.items, strict=True))
+        outputs = await asyncio.gather(*runs)
+        tries = [len(o.extra_fields["retry"]["turn_accuracy"]) for o in outputs]
+        assert tries == [self.turns] * len(outputs), f"an episode ended early: {tries}"
+        return sum(sum(o.response_mask) for o in outputs)
+
+    async def same_calls(self) -> int:
+        """The episodes' generate calls without the agent loop: each round appends the tries' tokens and the
+        feedback turn's tokens itself, so only the loop's own work (judging, merging) is missing."""
+        contexts = self.prompt_ids()
+        feedback = self.feedback_ids()
+        params = {"temperature": 1.0, "top_p": 1.0, "max_tokens": self.tokens}
+        generated = 0
+        for turn in range(self.turns):
+            outputs = await asyncio.gather(*(self.server.generate(c, params, request_id=f"{turn}-{i}")
+                                             for i, c in enumerate(contexts)))  # fmt: skip
+            generated += sum(len(o.token_ids) for o in outputs)
+            contexts = [[*c, *o.token_ids, *feedback] for c, o in zip(contexts, outputs, strict=True)]
+        return generated
+
+    def prompt_ids(self) -> list[list[int]]:
+        return [self.tokenizer.apply_chat_template(item["raw_prompt"], add_generation_prompt=True, tokenize=True,
+                                                   return_dict=False) for item in self.items]  # fmt: skip
+
+    def feedback_ids(self) -> list[int]:
+        """The tokens the chat template puts between an answer and the next try: the end of the answer's turn, the
+        feedback turn, and the next assistant turn's opening."""
+        turns = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]
+        before = self.tokenizer.apply_chat_template(turns, tokenize=False)
+        after = self.tokenizer.apply_chat_template([*turns, {"role": "user", "content": RetryConfig().feedback}],
+                                                   add_generation_prompt=True, tokenize=False)  # fmt: skip
+        return self.tokenizer.encode(after[len(before) :], add_special_tokens=False)
+
+    async def single(self) -> int:
+        prompts = self.prompt_ids()
+        params = {"temperature": 1.0, "top_p": 1.0, "max_tokens": self.turns * self.tokens}
+        outputs = await asyncio.gather(*(self.server.generate(p, params, request_id=str(i))
+                                         for i, p in enumerate(prompts)))  # fmt: skip
+        return sum(len(o.token_ids) for o in outputs)
+
+
+def timed(arm) -> tuple[float, int]:
+    start = time.perf_counter()
+    tokens = asyncio.run(arm())
+    return time.perf_counter() - start, tokens
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--prompts", type=int, default=16)
+    parser.add_argument("--turns", type=int, default=3)
+    parser.add_argument("--tokens", type=int, default=48, help="tokens of each try")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    set_platform(PlatformCPU())  # the CPU path's platform, as a CPU training run loads it
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir = build_tiny_model(Path(tmp) / "model", hidden_size=128, num_layers=4)
+        unreachable_eos(model_dir)
+        arms = Arms(model_dir, args.prompts, args.turns, args.tokens)
+        timed(arms.single)  # warm-up: the first generate call pays one-off costs
+        ratios, loop_ratios = [], []
+        for repeat in range(args.repeats):
+            (t_single, n_single), (t_calls, n_calls) = timed(arms.single), timed(arms.same_calls)
+            t_episodes, n_episodes = timed(arms.episodes)
+            assert n_single == n_calls == n_episodes, (n_single, n_calls, n_episodes)
+            ratios.append(t_episodes / t_single)
+            loop_ratios.append(t_episodes / t_calls)
+            print(f"repeat {repeat + 1}: {args.prompts} prompts, {n_single} generated tokens per arm; single turn "
+                  f"{t_single:.2f} s, the episodes' calls alone {t_calls:.2f} s, {args.turns}-try episodes "
+                  f"{t_episodes:.2f} s")
+    print(f"episodes / single turn, same tokens: median {statistics.median(ratios):.3f} "
+          f"(min {min(ratios):.3f}, max {max(ratios):.3f}); goal <= 1.1")
+    print(f"episodes / their generate calls alone (the agent loop's own cost): median "
+          f"{statistics.median(loop_ratios):.3f} (min {min(loop_ratios):.3f}, max {max(loop_ratios):.3f})")
+
+
+if __name__ == "__main__":
+    main()
