@@ -46,6 +46,7 @@ from rg_verl.data.candidates import unseeded_hash_datasets
 from rg_verl.data.files import check_sources
 from rg_verl.data.spaces import space_warnings
 from rg_verl.grpo.disk import check_output_dir
+from rg_verl.grpo.resume import check_resume
 from rg_verl.migrate import refuse_reference_schema
 from rg_verl.retry.episode import AGENT_LOOP
 from rg_verl.tiny_model import ensure_tiny_model
@@ -201,6 +202,7 @@ def run(config: DictConfig) -> None:
     settings = validate(config)
     check_sources(settings)
     check_output_dir(config)  # before anything loads: a folder that cannot take the run's checkpoints
+    check_resume(config)  # the checkpoint it resumes from is complete; interrupted saves are reported
     for warning in space_warnings(settings):
         logger.warning(warning)
     if config.get("dry_run", False):
