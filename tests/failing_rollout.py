@@ -1,6 +1,6 @@
 """Test-only verl plugin: an ``hf`` rollout server whose requests fail on demand.
 
-tests/e2e/test_failed_rollouts.py loads it into every Ray process (``PYTHONPATH=<repo>/tests
+tests/e2e/test_faults.py loads it into every Ray process (``PYTHONPATH=<repo>/tests
 VERL_USE_EXTERNAL_MODULES=...,failing_rollout``, as tests/negated_grpo.py is loaded). It wraps
 ``HFRolloutServer.generate``; ``RG_VERL_FAIL_ROLLOUTS`` says which requests raise:
 

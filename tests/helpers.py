@@ -23,14 +23,14 @@ CONFIGS_DIR = REPO / "configs"
 TRAIN_TIMEOUT_S = 900
 
 
-def plugin_env(module: str) -> dict[str, str]:
-    """The environment that loads the test-only verl plugin ``tests/<module>.py`` in the driver and every Ray
-    worker (verl imports ``VERL_USE_EXTERNAL_MODULES``; the module name is top-level on purpose: verl's wheel
+def plugin_env(*modules: str) -> dict[str, str]:
+    """The environment that loads the test-only verl plugins ``tests/<module>.py`` in the driver and every Ray
+    worker (verl imports ``VERL_USE_EXTERNAL_MODULES``; the module names are top-level on purpose: verl's wheel
     installs a ``tests`` package of its own)."""
     inherited = [m for m in os.environ.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
     return {
         "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), *filter(None, [os.environ.get("PYTHONPATH")])]),
-        "VERL_USE_EXTERNAL_MODULES": ",".join([*inherited, module]),
+        "VERL_USE_EXTERNAL_MODULES": ",".join([*inherited, *modules]),
     }
 
 

@@ -1,6 +1,6 @@
 """Test-only verl plugin: the actor's checkpoint save of one step stops half-way, as if the process died in it.
 
-tests/e2e/test_interrupted_save.py loads it into every Ray process (as tests/failing_rollout.py is loaded). It
+tests/e2e/test_faults.py loads it into every Ray process (as tests/failing_rollout.py is loaded). It
 wraps verl's ``FSDPCheckpointManager.save_checkpoint``: at step ``RG_VERL_STOP_AT_SAVE`` the actor's shards are
 written, then the worker creates the file ``RG_VERL_SAVE_MARKER`` and waits, so the step's ``data.pt`` and the
 tracker are never written. The test kills the whole run (its process group) once the marker is there.
