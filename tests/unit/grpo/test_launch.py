@@ -47,6 +47,13 @@ def test_cpu_config_loads_cpu_platform_and_hf_rollout():
     assert env["VERL_USE_EXTERNAL_MODULES"].split(",")[-3:] == plugin_modules(config)
 
 
+def test_retry_episodes_load_their_agent_loop_in_every_process():
+    retry = "actor_rollout_ref.rollout.agent.default_agent_loop=rg_verl_retry"
+    config = compose_config("configs/smoke", "cpu", [retry])
+    assert plugin_modules(config)[-1] == "rg_verl.retry.agent_loop"
+    assert "rg_verl.retry.agent_loop" not in plugin_modules(compose_config("configs/smoke", "cpu"))
+
+
 def test_inherited_plugin_modules_are_kept_and_moved_ones_refused(monkeypatch):
     config = compose_config("configs/smoke", "cpu")
     monkeypatch.setenv("VERL_USE_EXTERNAL_MODULES", "my_plugin, rg_verl.hf_rollout")
