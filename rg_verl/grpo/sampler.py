@@ -18,6 +18,9 @@ public ``trainer.v1.sampler.custom_sampler`` (``rg_verl_base.yaml``), adds:
 - **Bounded refills.** A step replaces at most ``max_refill_batches`` batches' worth of prompts. Without the
   bound, a rollout server that fails every request, or a filter that finds no group with both outcomes (a
   model that answers everything right), keeps asking for prompts forever; with it the step stops and says which.
+- **Dead workers named.** When verl replaces a failed group, the buffer first asks Ray whether a worker of the run
+  died (:mod:`rg_verl.grpo.workers`); a dead rollout server stops the step at once, naming the actor and the way
+  to resume, instead of failing every request until the refill bound.
 
 Unlike verl's filter, which replaces a group as soon as it finishes, this one replaces the dropped groups of a
 round once the round is complete: a round costs one more generation pass per refill, not a speculative surplus.
@@ -32,6 +35,8 @@ from typing import Any
 
 import transfer_queue as tq
 from verl.trainer.ppo.v1.replay_buffer import DAPO_FILTERED_REWARD_COUNTS_KEY, ReplayBufferAsync
+
+from rg_verl.grpo.workers import raise_if_a_worker_died
 
 __all__ = ["CompleteGroupsBuffer", "SampledGroup", "group_of", "groups_of", "read_rewards", "sessions_per_group"]
 
@@ -153,8 +158,13 @@ class CompleteGroupsBuffer(ReplayBufferAsync):
         # verl's own filter stays off: it would clear the dropped groups before their outcomes are read
         kwargs.pop("filter_groups_metric", None)
         super().__init__(
-            sampler_kwargs=sampler_kwargs, refill_fn=self.refill if refill_fn is not None else None, **kwargs
+            sampler_kwargs=sampler_kwargs, refill_fn=self._replace_failed if refill_fn is not None else None, **kwargs
         )
+
+    def _replace_failed(self, count: int) -> None:
+        """verl's call for fresh prompts in place of failed groups: first, a dead worker stops the step."""
+        raise_if_a_worker_died(f"{count} prompt group(s) lost a rollout request")
+        self.refill(count)
 
     def refill(self, count: int) -> None:
         """verl's refill, counted against the step's bound."""

@@ -1,15 +1,23 @@
-"""Faults on the CPU smoke config: a failed rollout never trains a short group (rg_verl/grpo/sampler.py), and a run
-killed while saving a checkpoint resumes from the last complete one (rg_verl/grpo/resume.py).
+"""Faults on the CPU smoke config, survived with nothing lost: one chain of three runs in one output folder (each
+Ray run costs the suite a minute or more).
 
-Two test-only verl plugins are loaded into every Ray process: an ``hf`` rollout server that fails on demand
-(tests/failing_rollout.py), and an actor save that stops half-way at one step (tests/interrupted_save.py). One run
-serves both faults, as each Ray run costs the suite a minute or more: a rollout request fails in step 1, and the
-save of step 3 stops half-way, when the test kills the run's whole process group (driver and Ray processes, as a
-lost job dies).
+- **Run A**: a rollout request fails in step 1 (tests/failing_rollout.py: its group is replaced, never trained
+  short, rg_verl/grpo/sampler.py), and the save of step 3 stops half-way (tests/interrupted_save.py), when the test
+  SIGKILLs the run's process group (the driver and every Ray process, as a lost job dies).
+- **Run B** runs the same command again (``trainer.resume_mode=auto``, the default): it reports the interrupted
+  save and resumes from step 2 (rg_verl/grpo/resume.py), trains step 3, and in the middle of step 4 its rollout
+  server's process is SIGKILLed, as the out-of-memory killer would. The run stops, naming the dead server
+  (rg_verl/grpo/workers.py).
+- **Run C** runs it again and finishes step 4 from step 3's checkpoint.
+
+The chain is then checked against what a run that never broke holds: each step logged once, the reward curve,
+the dataloader's position (the data order) and the adaptive weights' record of outcomes, step by step.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -18,66 +26,108 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from rg_verl.grpo.resume import TRACKER, missing_parts
-from tests.helpers import REPO, plugin_env, read_metrics, run_train_grpo
+from rg_verl.grpo.reward_curve import REWARD_KEY
+from tests.helpers import REPO, plugin_env, read_metrics
 
 pytestmark = pytest.mark.slow
 
 EVICTED = "training/rollout_failure/evicted_samples"
-# a run that reaches the save of step 3 later than this has hung
-SAVE_DEADLINE_S = 600
-
-
-def fault_env(mode: str, workdir: Path, model: Path) -> dict[str, str]:
-    return {
-        **plugin_env("failing_rollout"),
-        "RG_VERL_FAIL_ROLLOUTS": mode,
-        "RG_VERL_TINY_MODEL": str(model),
-        "VERL_FILE_LOGGER_PATH": str(workdir / "metrics.jsonl"),
-    }
+STEPS = 4
+PROMPTS, RESPONSES = 4, 2  # the smoke config's data.train_batch_size and rollout.n
+# a run that reaches its fault later than this, or is still running this long after its rollout server died,
+# has hung
+FAULT_DEADLINE_S = 600
+STOP_DEADLINE_S = 180
+# the server's requests: step 3 is the first 8 of run B, so its 12th is in the middle of step 4
+KILL_AT_REQUEST = PROMPTS * RESPONSES + PROMPTS
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("faults") / "model"  # built by the first run
+def chain(tmp_path_factory) -> Path:
+    """The folder of the chain's runs: the model, the checkpoints in ``out``, each run's log and metrics."""
+    return tmp_path_factory.mktemp("faults")
 
 
-def overrides(workdir: Path, steps: int, save_freq: int = -1) -> list[str]:
-    return [f"trainer.default_local_dir={workdir / 'out'}", "trainer.logger=[console,file]",
-            f"trainer.total_training_steps={steps}", f"trainer.save_freq={save_freq}",
-            "trainer.test_freq=-1"]  # fmt: skip
+def launch(workdir: Path, run: str, **env: str) -> subprocess.Popen:
+    """``train_grpo.py`` on the smoke config, in a process group of its own; output in ``<run>.log``."""
+    overrides = [f"trainer.default_local_dir={workdir / 'out'}", "trainer.logger=[console,file]",
+                 f"trainer.total_training_steps={STEPS}", "trainer.save_freq=1", "trainer.test_freq=-1",
+                 "reasoning_gym.adaptive_weights.enabled=true"]  # fmt: skip
+    environ = {**os.environ, **plugin_env("failing_rollout", "interrupted_save"),
+               "RG_VERL_TINY_MODEL": str(workdir / "model"), "VERL_FILE_LOGGER_PATH": str(workdir / f"{run}.jsonl"),
+               "RG_VERL_FAIL_ROLLOUTS": str(workdir / "failed_once"), **env}  # fmt: skip
+    with open(workdir / f"{run}.log", "w") as log:
+        return subprocess.Popen([sys.executable, str(REPO / "train_grpo.py"), *overrides], cwd=workdir, env=environ,
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+
+
+def wait_for(run: subprocess.Popen, marker: Path, deadline_s: float) -> None:
+    deadline = time.monotonic() + deadline_s
+    while not marker.exists() and run.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+
+
+def kill_group(run: subprocess.Popen) -> None:
+    """SIGKILL the run's process group: the driver and every Ray process it started (Ray's agents outlive a
+    driver that exited on its own)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(run.pid, signal.SIGKILL)
+    run.wait(timeout=60)
+
+
+def finish(run: subprocess.Popen, timeout_s: float) -> int:
+    """The run's exit code; a run still going after ``timeout_s`` has hung and is killed (the test then fails)."""
+    try:
+        return run.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return -1
+    finally:
+        kill_group(run)
 
 
 @pytest.fixture(scope="module")
-def killed_run(tmp_path_factory, model) -> tuple[Path, str, int]:
-    """(run folder, its output, its exit code): one rollout request fails, and the run is SIGKILLed in its
-    checkpoint save of step 3."""
-    workdir = tmp_path_factory.mktemp("killed")
-    marker = workdir / "saving"
-    env = {**os.environ, **fault_env(str(workdir / "failed_once"), workdir, model),
-           **plugin_env("failing_rollout", "interrupted_save"), "RG_VERL_STOP_AT_SAVE": "3",
-           "RG_VERL_SAVE_MARKER": str(marker)}  # fmt: skip
-    with open(workdir / "run.log", "w") as log:
-        run = subprocess.Popen([sys.executable, str(REPO / "train_grpo.py"), *overrides(workdir, 3, save_freq=1)],
-                               cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            deadline = time.monotonic() + SAVE_DEADLINE_S
-            while not marker.exists() and run.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.5)
-        finally:
-            os.killpg(run.pid, signal.SIGKILL)  # the driver and every Ray process it started
-            run.wait(timeout=60)
-    output = (workdir / "run.log").read_text()
+def run_a(chain) -> str:
+    """Run A's output: SIGKILLed in its save of step 3."""
+    marker = chain / "saving"
+    run = launch(chain, "a", RG_VERL_STOP_AT_SAVE="3", RG_VERL_SAVE_MARKER=str(marker))
+    try:
+        wait_for(run, marker, FAULT_DEADLINE_S)
+    finally:
+        kill_group(run)
+    output = (chain / "a.log").read_text()
     assert marker.exists(), output[-4000:]
-    return workdir, output, run.returncode
+    assert run.returncode == -signal.SIGKILL
+    return output
 
 
-def test_a_group_with_a_failed_rollout_is_replaced_and_every_step_trains_full_groups(killed_run):
-    workdir, output, _ = killed_run
-    assert (workdir / "failed_once").exists()  # one request did fail
-    assert "test rollout failure" in output
-    metrics = read_metrics(workdir / "metrics.jsonl")
+@pytest.fixture(scope="module")
+def run_b(chain, run_a) -> tuple[str, int, int]:
+    """Run B's output, its exit code and the pid of the rollout server that was killed in its step 4."""
+    marker = chain / "server_killed"
+    run = launch(chain, "b", RG_VERL_KILL_ROLLOUT_AT=f"{KILL_AT_REQUEST}:{marker}")
+    try:
+        wait_for(run, marker, FAULT_DEADLINE_S)
+        assert marker.exists(), (chain / "b.log").read_text()[-4000:]
+        returncode = finish(run, STOP_DEADLINE_S)
+    finally:
+        kill_group(run)
+    return (chain / "b.log").read_text(), returncode, int(marker.read_text())
+
+
+@pytest.fixture(scope="module")
+def run_c(chain, run_b) -> tuple[str, int]:
+    run = launch(chain, "c")
+    returncode = finish(run, FAULT_DEADLINE_S)
+    return (chain / "c.log").read_text(), returncode
+
+
+def test_a_group_with_a_failed_rollout_is_replaced_and_every_step_trains_full_groups(chain, run_a):
+    assert (chain / "failed_once").exists()  # one request did fail
+    assert "test rollout failure" in run_a
+    metrics = read_metrics(chain / "a.jsonl")
     assert sorted(metrics) == [1, 2]  # step 3 was trained, then killed in its save before verl logged it
     # verl evicted the failed request's group (its other response too) and a fresh prompt replaced it; the
     # buffer checked every trained group for its rollout.n responses, or the run would have stopped
@@ -86,28 +136,54 @@ def test_a_group_with_a_failed_rollout_is_replaced_and_every_step_trains_full_gr
         assert step["train/reasoning_gym/chain_sum/groups/all_correct"] >= 0  # the step's groups were read back
 
 
-def test_a_run_killed_while_saving_resumes_from_the_last_complete_checkpoint(killed_run, model):
-    workdir, _, returncode = killed_run
-    out = workdir / "out"
-    assert returncode == -signal.SIGKILL
-    # what the kill left: step 2 complete and tracked, step 3's actor shards without the rest
+def test_a_run_killed_while_saving_leaves_the_last_complete_checkpoint_tracked(chain, run_a):
+    out = chain / "out"
     assert (out / TRACKER).read_text().strip() == "2"
     assert missing_parts(out / "global_step_2") == []
-    assert missing_parts(out / "global_step_3") == ["data.pt"]
-    # the next run's checks (before Ray, as a resume runs them) resume from step 2 and report step 3
-    proc = run_train_grpo(workdir, *overrides(workdir, 3, save_freq=1), "+dry_run=true",
-                          env={"RG_VERL_TINY_MODEL": str(model)})  # fmt: skip
-    output = proc.stdout + proc.stderr
-    assert f"{out / 'global_step_3'} is an interrupted save" in output and "step 2" in output
-    assert (out / "global_step_3" / "actor").is_dir()  # left for the user to delete
+    assert missing_parts(out / "global_step_3") == ["data.pt"]  # the actor's shards without the rest
 
 
-def test_rollouts_that_always_fail_stop_the_run_with_the_reason(tmp_path, model):
-    workdir = tmp_path / "always"
-    workdir.mkdir()
-    proc = run_train_grpo(workdir, *overrides(workdir, 2), "trainer.v1.sampler.sampler_kwargs.max_refill_batches=1",
-                          env=fault_env("always", workdir, model), check=False)  # fmt: skip
-    output = proc.stdout + proc.stderr
-    assert proc.returncode != 0
-    assert "more than max_refill_batches x data.train_batch_size = 4: either rollouts keep failing" in output
-    assert not (workdir / "metrics.jsonl").exists() or not read_metrics(workdir / "metrics.jsonl")
+def test_the_resumed_run_reports_the_interrupted_save_and_resumes_from_the_last_complete_one(chain, run_b):
+    output, _, _ = run_b
+    assert f"{chain / 'out' / 'global_step_3'} is an interrupted save" in output
+    assert sorted(read_metrics(chain / "b.jsonl")) == [3]  # resumed at step 3; step 4 never finished
+
+
+def test_a_dead_rollout_server_stops_the_run_naming_it(run_b):
+    output, returncode, pid = run_b
+    assert returncode > 0  # stopped by itself, within STOP_DEADLINE_S of the kill
+    assert "a Ray worker of this run is dead" in output
+    assert f"the Ray actor HFRolloutServer 'rg_verl_hf_server_0' (pid {pid}," in output
+    assert "trainer.resume_mode=auto (the default) continues from the last complete checkpoint" in output
+    assert "more than max_refill_batches" not in output  # stopped at the first failed group, not by the bound
+
+
+def test_the_chain_holds_what_a_run_that_never_broke_holds(chain, run_a, run_b, run_c):
+    output, returncode = run_c
+    assert returncode == 0, output[-4000:]
+    out = chain / "out"
+    assert (out / TRACKER).read_text().strip() == str(STEPS)
+    logged = {**read_metrics(chain / "a.jsonl"), **read_metrics(chain / "b.jsonl"), **read_metrics(chain / "c.jsonl")}
+    runs = [sorted(read_metrics(chain / f"{run}.jsonl")) for run in "abc"]
+    assert runs == [[1, 2], [3], [4]]  # each step logged once, by the run that saved it
+    # the reward curve: each step once, the value of the run that completed it (not run A's lost step 3)
+    curve = read_reward_curve(out)
+    assert curve == {step: pytest.approx(logged[step][REWARD_KEY]) for step in range(1, STEPS + 1)}
+    states = {step: torch.load(out / f"global_step_{step}" / "data.pt", weights_only=False) for step in (2, 3, 4)}
+    for step, state in states.items():
+        # the data order: the sampler moved on by one batch a step (and the one prompt that replaced step 1's
+        # failed group), with the same random generator: no batch drawn twice, none skipped
+        assert state["_sampler_iter_state"]["samples_yielded"] == PROMPTS * step + 1
+        assert torch.equal(state["_sampler_iter_state"]["sampler_iter_state"]["generator"],
+                           states[2]["_sampler_iter_state"]["sampler_iter_state"]["generator"])  # fmt: skip
+        # the adaptive weights' record: every step's outcomes once, each run continuing the last saved record
+        record = state["dataset_state"]
+        assert record["step"] == step
+        assert sum(len(values) for values in record["results"].values()) == PROMPTS * RESPONSES * step
+    for before, after in ((2, 3), (3, 4)):
+        for name, values in states[before]["dataset_state"]["results"].items():
+            assert states[after]["dataset_state"]["results"][name][: len(values)] == values
+
+
+def read_reward_curve(out: Path) -> dict[int, float]:
+    return {int(step): value for step, value in json.loads((out / "reward_curve.json").read_text()).items()}

@@ -190,3 +190,25 @@ def test_the_base_config_plugs_the_buffer_in_through_verl_s_custom_sampler():
         sampler_kwargs=sampler.sampler_kwargs, refill_fn=print,
     )  # fmt: skip
     assert (built.rollout_n, built.max_refills, built.filter_metric) == (2, 40, "accuracy")
+
+
+def test_a_failed_group_with_a_dead_worker_stops_the_step_before_any_refill(monkeypatch):
+    from rg_verl.grpo import workers
+
+    refills: list[int] = []
+    sampler = buffer(refills)
+    dead = workers.DeadActor("HFRolloutServer", "rg_verl_hf_server_0", 11, "10.0.0.7", "killed")
+    monkeypatch.setattr(workers, "dead_actors", lambda: [dead])
+    with pytest.raises(workers.WorkerDiedError, match="1 prompt group.s. lost a rollout request, and a Ray worker"):
+        sampler.refill_fn(1)  # verl's call for a failed group
+    assert refills == [] and sampler.refilled == 0
+
+
+def test_a_failed_group_without_a_dead_worker_is_replaced(monkeypatch):
+    from rg_verl.grpo import workers
+
+    refills: list[int] = []
+    sampler = buffer(refills)
+    monkeypatch.setattr(workers, "dead_actors", lambda: [])
+    sampler.refill_fn(2)
+    assert refills == [2] and sampler.refilled == 2
