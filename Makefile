@@ -11,7 +11,8 @@ BIN := $(VENV)/bin
 .PHONY: install demo test test-fast bench bench-convert clean
 
 # the smoke run's last checkpoint (configs/smoke/cpu.yaml writes it under RG_VERL_OUTPUT, default outputs/)
-SMOKE_CKPT ?= $(or $(RG_VERL_OUTPUT),outputs)/rg_verl_smoke/cpu/global_step_3
+SMOKE_DIR ?= $(or $(RG_VERL_OUTPUT),outputs)/rg_verl_smoke/cpu
+SMOKE_CKPT ?= $(SMOKE_DIR)/global_step_3
 
 install: $(VENV)/.installed
 
@@ -23,8 +24,9 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 	$(BIN)/pip install --no-deps -e .
 	touch $@
 
-# train the smoke config, convert its checkpoint to a Hugging Face model, evaluate that model
+# train the smoke config afresh, convert its checkpoint to a Hugging Face model, evaluate that model
 demo: install
+	rm -rf $(SMOKE_DIR)  # every demo is a fresh run, never a resume of the last one
 	$(BIN)/python train_grpo.py
 	$(BIN)/python utils/load_fsdp_to_hf.py $(SMOKE_CKPT)/actor $(SMOKE_CKPT) hf --force --verify
 	$(BIN)/python evaluation/evaluate_model.py --config evaluation/configs/smoke.yaml --model-path $(SMOKE_CKPT)/hf

@@ -45,6 +45,7 @@ from rg_verl.cpu.settings import PLATFORM_MODULE, apply_cpu_settings, cpu_env
 from rg_verl.data.candidates import unseeded_hash_datasets
 from rg_verl.data.files import check_sources
 from rg_verl.data.spaces import space_warnings
+from rg_verl.grpo.console import MARK, console_mode, quiet_console
 from rg_verl.grpo.disk import check_output_dir
 from rg_verl.grpo.resume import check_resume
 from rg_verl.migrate import refuse_reference_schema
@@ -202,19 +203,36 @@ def run(config: DictConfig) -> None:
     settings = validate(config)
     check_sources(settings)
     check_output_dir(config)  # before anything loads: a folder that cannot take the run's checkpoints
-    check_resume(config)  # the checkpoint it resumes from is complete; interrupted saves are reported
+    resumed = check_resume(config)  # the checkpoint it resumes from is complete; interrupted saves are reported
+    if resumed is not None:
+        print(f"{MARK} resuming from the checkpoint of step {resumed} in {config.trainer.default_local_dir} "
+              "(trainer.resume_mode=disable starts afresh)", flush=True)  # fmt: skip
+    console_mode(config)  # trainer.console names a mode
     for warning in space_warnings(settings):
         logger.warning(warning)
     if config.get("dry_run", False):
         dry_run(config)
         return
-    prepare(config)
+    with quiet_console(config):  # trainer.console: one line per step here, verl's and Ray's logs in a file
+        prepare(config)
+        launch_verl(config)
+
+
+def launch_verl(config: DictConfig) -> None:
+    """verl's own checks, then ``run_ppo``; a Ray cluster that ``run_ppo`` started is shut down before returning,
+    so that Ray's last forwarded output lands where the run's output went (the log file, on a quiet console)."""
+    import ray
     from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
 
     validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
-    run_ppo(config, task_runner_class=TaskRunnerV1)
+    ours = not ray.is_initialized()  # a cluster the caller started is the caller's
+    try:
+        run_ppo(config, task_runner_class=TaskRunnerV1)
+    finally:
+        if ours:
+            ray.shutdown()
 
 
 def main_task(config: DictConfig) -> None:

@@ -14,6 +14,9 @@ Validation also reports the self-correction rate of each data source,
 ``val-aux/<data_source>/self_correction_rate/mean@N`` (see :func:`rg_verl.grpo.metrics.self_correction_rates`); the
 revision rate is verl's own ``val-aux/<data_source>/revised/mean@N``.
 
+After each step it prints a progress line (step, mean reward, accuracy, seconds per step, time left), which
+``trainer.console=progress`` shows alone on the console (:mod:`rg_verl.grpo.console`).
+
 After each step it also draws the training reward curve, verl's logged ``critic/score/mean`` per
 step, into ``trainer.default_local_dir``: ``reward_curve.png`` (see :mod:`rg_verl.grpo.reward_curve`), with
 the values in ``reward_curve.json`` so that a resumed run continues the curve.
@@ -26,6 +29,7 @@ from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from rg_verl.data.dataset import ReasoningGymDataset
+from rg_verl.grpo.console import progress_line
 from rg_verl.grpo.metrics import category_means, group_outcomes, reward_means, self_correction_rates
 from rg_verl.grpo.reward_curve import REWARD_KEY, RewardCurve
 from rg_verl.grpo.sampler import CompleteGroupsBuffer, SampledGroup, groups_of, read_rewards
@@ -44,6 +48,8 @@ class ReasoningGymTrainer(PPOTrainerSync):
         self.reward_curve = RewardCurve(
             trainer.default_local_dir, title=f"{trainer.project_name}/{trainer.experiment_name}: training reward"
         )
+        self.step_seconds: list[float] = []  # this run's steps, for the time left
+        self.accuracy: float | None = None  # the last step's trained samples' mean accuracy
 
     def step(self, metrics: dict, timing_raw: dict):
         batch = super().step(metrics, timing_raw)
@@ -51,6 +57,8 @@ class ReasoningGymTrainer(PPOTrainerSync):
         trained = [group for group in groups if group.trained]
         data_sources = [group.data_source for group in trained for _ in group.keys]
         infos = [info for group in trained for info in group.infos]
+        accuracies = [float(info["accuracy"]) for info in infos if "accuracy" in info]
+        self.accuracy = sum(accuracies) / len(accuracies) if accuracies else None
         reward_metrics = {**reward_means(data_sources, infos), **group_outcomes(groups)}
         metrics.update(reward_metrics)
         metrics.update(category_means(reward_metrics))
@@ -70,6 +78,16 @@ class ReasoningGymTrainer(PPOTrainerSync):
         super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)
         if REWARD_KEY in metrics:
             self.reward_curve.add(global_steps, float(metrics[REWARD_KEY]))
+            self.print_progress(global_steps, metrics)
+
+    def print_progress(self, step: int, metrics: dict) -> None:
+        # the step, its save and its validation
+        self.step_seconds.append(float(metrics.get("timing_s/step", 0.0)) + float(metrics.get("timing_s/testing", 0.0)))
+        recent = self.step_seconds[-10:]
+        per_step = sum(recent) / len(recent)
+        left = per_step * max(self.total_training_steps - step, 0)
+        reward = float(metrics[REWARD_KEY])
+        print(progress_line(step, self.total_training_steps, reward, self.accuracy, per_step, left), flush=True)
 
     def _validate(self) -> dict[str, float]:
         # verl's method: runs validation and returns the metrics dict that the trainer then logs

@@ -51,11 +51,11 @@ def chain(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("faults")
 
 
-def launch(workdir: Path, run: str, **env: str) -> subprocess.Popen:
+def launch(workdir: Path, run: str, *extra: str, **env: str) -> subprocess.Popen:
     """``train_grpo.py`` on the smoke config, in a process group of its own; output in ``<run>.log``."""
     overrides = [f"trainer.default_local_dir={workdir / 'out'}", "trainer.logger=[console,file]",
                  f"trainer.total_training_steps={STEPS}", "trainer.save_freq=1", "trainer.test_freq=-1",
-                 "reasoning_gym.adaptive_weights.enabled=true"]  # fmt: skip
+                 "reasoning_gym.adaptive_weights.enabled=true", *extra]  # fmt: skip
     environ = {**os.environ, **plugin_env("failing_rollout", "interrupted_save"),
                "RG_VERL_TINY_MODEL": str(workdir / "model"), "VERL_FILE_LOGGER_PATH": str(workdir / f"{run}.jsonl"),
                "RG_VERL_FAIL_ROLLOUTS": str(workdir / "failed_once"), **env}  # fmt: skip
@@ -107,7 +107,8 @@ def run_a(chain) -> str:
 def run_b(chain, run_a) -> tuple[str, int, int]:
     """Run B's output, its exit code and the pid of the rollout server that was killed in its step 4."""
     marker = chain / "server_killed"
-    run = launch(chain, "b", RG_VERL_KILL_ROLLOUT_AT=f"{KILL_AT_REQUEST}:{marker}")
+    # on the quiet console, where a failed run prints its error and the log's path
+    run = launch(chain, "b", "trainer.console=progress", RG_VERL_KILL_ROLLOUT_AT=f"{KILL_AT_REQUEST}:{marker}")
     try:
         wait_for(run, marker, FAULT_DEADLINE_S)
         assert marker.exists(), (chain / "b.log").read_text()[-4000:]
@@ -149,13 +150,17 @@ def test_the_resumed_run_reports_the_interrupted_save_and_resumes_from_the_last_
     assert sorted(read_metrics(chain / "b.jsonl")) == [3]  # resumed at step 3; step 4 never finished
 
 
-def test_a_dead_rollout_server_stops_the_run_naming_it(run_b):
+def test_a_dead_rollout_server_stops_the_run_naming_it(chain, run_b):
     output, returncode, pid = run_b
     assert returncode > 0  # stopped by itself, within STOP_DEADLINE_S of the kill
     assert "a Ray worker of this run is dead" in output
     assert f"the Ray actor HFRolloutServer 'rg_verl_hf_server_0' (pid {pid}," in output
     assert "trainer.resume_mode=auto (the default) continues from the last complete checkpoint" in output
     assert "more than max_refill_batches" not in output  # stopped at the first failed group, not by the bound
+    # the quiet console: the error above and the full log's path, where the traceback and Ray's output are
+    [log] = (chain / "out" / "logs").glob("train-*.log")
+    assert "[rg-verl] the run failed: WorkerDiedError: " in output and f"[rg-verl] the full log: {log}" in output
+    assert "Traceback" in log.read_text() and "Traceback" not in output
 
 
 def test_the_chain_holds_what_a_run_that_never_broke_holds(chain, run_a, run_b, run_c):

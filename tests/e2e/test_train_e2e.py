@@ -1,5 +1,6 @@
 """train_grpo.py end to end on the CPU smoke config: real verl GRPO steps, checkpoint, resume."""
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -10,7 +11,6 @@ from safetensors.torch import load_file
 from tests.helpers import read_metrics, run_train_grpo
 
 pytestmark = pytest.mark.slow
-
 
 
 def train(
@@ -32,17 +32,35 @@ def load_actor_shard(actor_dir: Path) -> dict[str, torch.Tensor]:
 
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory):
+    """Two steps on the quiet console; what it printed is kept in ``console.txt``."""
     workdir = tmp_path_factory.mktemp("smoke")
-    train(
+    proc = train(
         workdir,
         workdir / "model",
         workdir / "metrics_first.jsonl",
         "trainer.total_training_steps=2",
         "trainer.save_freq=2",
         "trainer.test_freq=2",
+        "trainer.console=progress",
         loggers="[console,file,wandb,tensorboard]",
     )
+    (workdir / "console.txt").write_text(proc.stdout + proc.stderr)
     return workdir
+
+
+def test_the_quiet_console_shows_a_line_a_step_and_the_log_holds_verls_output(smoke_run):
+    console = (smoke_run / "console.txt").read_text()
+    [log] = (smoke_run / "ckpt" / "logs").glob("train-*.log")
+    assert f"[rg-verl] verl's and Ray's logs: {log}" in console
+    metrics = read_metrics(smoke_run / "metrics_first.jsonl")
+    for step in (1, 2):
+        reward = metrics[step]["critic/score/mean"]
+        assert re.search(rf"^\[rg-verl\] step {step}/2  reward {reward:.3f}  accuracy \d\.\d{{3}}  [\d.]+ s/step  "
+                         r"\d+:\d\d:\d\d left$", console, re.MULTILINE), console  # fmt: skip
+    assert f"[rg-verl] the run finished; the full log: {log}" in console
+    assert "step:1 - " not in console and "TaskRunnerV1" not in console  # verl's and Ray's output went to the log
+    full = log.read_text()
+    assert "step:1 - " in full and "step:2 - " in full and "[rg-verl] step 2/2" in full
 
 
 def test_smoke_run_takes_grpo_steps_scored_by_our_reward(smoke_run):

@@ -1,5 +1,6 @@
 """Composing our configs with Hydra, verl's own validation, which plugins a config loads, and the tiny model."""
 
+import contextlib
 import dataclasses
 import os
 import re
@@ -206,6 +207,26 @@ def test_run_visits_each_room_once_in_order(monkeypatch, tmp_path):
     calls.clear()
     launch.run(compose_config("configs/smoke", "cpu", ["+dry_run=true"]))
     assert [name for name, _ in calls] == ["validate", "check_sources", "space_warnings", "dry_run"]
+
+
+def test_a_run_that_resumes_says_so_in_one_line_and_a_fresh_one_says_nothing(monkeypatch, tmp_path, capsys):
+    import verl.trainer.main_ppo
+
+    from rg_verl.grpo import launch
+    from tests.unit.grpo.test_resume import save
+
+    monkeypatch.setattr(launch, "prepare", lambda config: None)
+    monkeypatch.setattr(launch, "quiet_console", lambda config: contextlib.nullcontext())
+    monkeypatch.setattr(verl.trainer.main_ppo, "run_ppo", lambda *args, **kwargs: None)
+    config = compose_config("configs/smoke", "cpu", [f"trainer.default_local_dir={tmp_path}"])
+    launch.run(config)
+    assert "[rg-verl]" not in capsys.readouterr().out
+    save(tmp_path, 2)
+    (tmp_path / "latest_checkpointed_iteration.txt").write_text("2")
+    launch.run(config)
+    assert [line for line in capsys.readouterr().out.splitlines() if "[rg-verl]" in line] == [
+        f"[rg-verl] resuming from the checkpoint of step 2 in {tmp_path} (trainer.resume_mode=disable starts afresh)"
+    ]
 
 
 def test_an_unknown_tiny_model_option_is_refused_before_building(tmp_path):

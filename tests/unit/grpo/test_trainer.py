@@ -78,6 +78,7 @@ def built(monkeypatch, tmp_path):
     def init(self, config):
         calls["init"].append(config)
         self.config = config
+        self.total_training_steps = 4
 
     def compute_metrics(self, batch, metrics, timing_raw, global_steps, epoch):
         calls["metrics"].append((batch, dict(metrics), timing_raw, global_steps, epoch))
@@ -104,7 +105,7 @@ def test_init_runs_verls_and_creates_the_reward_curve_in_the_runs_folder(built, 
     assert not (tmp_path / "out").exists()  # nothing is written before the first step
 
 
-def test_compute_metrics_adds_each_steps_reward_to_the_curve(built, tmp_path):
+def test_compute_metrics_adds_each_steps_reward_to_the_curve_and_prints_progress(built, tmp_path, capsys):
     from rg_verl.grpo.reward_curve import RewardCurve
 
     trainer, calls = built
@@ -118,6 +119,12 @@ def test_compute_metrics_adds_each_steps_reward_to_the_curve(built, tmp_path):
         assert saved == {str(s): float(REWARDS[s]) for s in REWARDS if s <= step}  # step 3 logged no reward
     assert calls["metrics"] == [(f"batch{s}", {"actor/loss": 0.1}, {"gen": 1.0}, s, 0) for s in (1, 2, 3, 4)]
     assert (out / RewardCurve.PNG).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # a progress line for each step that logged a reward (1 s a step, with no step's accuracy read)
+    assert capsys.readouterr().out.splitlines() == [
+        "[rg-verl] step 1/4  reward 0.250  accuracy n/a  1.0 s/step  0:00:03 left",
+        "[rg-verl] step 2/4  reward 0.500  accuracy n/a  1.0 s/step  0:00:02 left",
+        "[rg-verl] step 4/4  reward 0.750  accuracy n/a  1.0 s/step  0:00:00 left",
+    ]
 
 
 def test_a_resumed_trainer_continues_the_saved_curve(built, tmp_path):
@@ -167,4 +174,5 @@ def test_dropped_groups_reach_the_group_shares_and_the_curriculum_but_not_the_re
     assert metrics[f"{T}/maze/groups/all_correct"] == 0.5  # one of the two sampled groups
     assert trainer.train_dataset.results == [{"maze": [1.0, 0.0, 1.0, 1.0]}]
     assert metrics["curriculum/maze/level"] == 1.0
+    assert trainer.accuracy == 0.5  # the progress line's: the trained group's samples
     assert buffer.sampled == []  # taken once
