@@ -5,7 +5,7 @@ Every section of rg-verl's config (``rg_verl.config``) and of the evaluation YAM
 parser, :func:`parse_section`, turns a plain mapping into an instance: unknown keys, wrong types,
 values outside the limits and bad choices all become a :class:`ConfigError` that names the field, the
 bad value and the fix. Cross-field checks go in the dataclass's ``validate(where)`` method, which
-:func:`parse_section` calls last. The README's field tables and ``rg_verl/conf/rg_verl_base.yaml`` are
+:func:`parse_section` calls last. The field tables of docs/ and ``rg_verl/conf/rg_verl_base.yaml`` are
 checked against these declarations by the tests (:func:`field_docs`).
 
 >>> from dataclasses import dataclass
@@ -71,12 +71,12 @@ def option(
 
     Args:
         default: the value when the key is absent; a dict or list default is copied per instance.
-        help: one line, as the README's field table and the base YAML's comment say it.
+        help: one line, as the docs' field table and the base YAML's comment say it.
         low, high: inclusive bounds of a number.
         choices: the values a field may take.
         parse: ``parse(where, value) -> value`` for a value no type check covers (a mix of datasets,
             a list of entries); it replaces the type check.
-        doc_default: the default as the README shows it, where it is not the value itself (``auto``).
+        doc_default: the default as the docs show it, where it is not the value itself (``auto``).
         noun: what one of ``choices`` is, for the error ("'fuzzy' is not a mode; set one of ...").
     """
     metadata = {
@@ -313,7 +313,7 @@ def check_module_path(where: str, path: Any, package: str, moved: Mapping[str, s
 class FieldDoc:
     """One documented field: its dotted name under the section, its default, its help.
 
-    ``shown`` is the default as the README's field tables write it: ``doc_default`` where the field
+    ``shown`` is the default as the docs' field tables write it: ``doc_default`` where the field
     declares one, else the value in YAML spelling (``true``, ``none``, ``{}``, ``0.7``).
     """
 
@@ -324,7 +324,7 @@ class FieldDoc:
 
     @property
     def shown(self) -> str:
-        """The default as the README shows it.
+        """The default as the docs show it.
 
         >>> FieldDoc("enabled", False, "").shown, FieldDoc("levels", {}, "").shown, FieldDoc("p", None, "").shown
         ('false', '{}', 'none')

@@ -23,7 +23,7 @@ OVERRIDES = (
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="Evaluate a model on reasoning-gym datasets (see README: Evaluation).")
+    parser = argparse.ArgumentParser(description="Evaluate a model on reasoning-gym datasets (see docs/evaluation.md).")
     parser.add_argument("--config", required=True, help="evaluation YAML, e.g. evaluation/configs/smoke.yaml")
     parser.add_argument("--output-dir", help="replaces the config's output_dir")
     parser.add_argument("--category", help="evaluate only this category of the config")

@@ -178,7 +178,7 @@ def calibration_runs() -> dict[str, tuple[tuple[str, ...], dict | None]]:
     """The calibration's run kinds: name -> (overrides, environment)."""
     return {"grpo": ((), None), "negated": (("algorithm.adv_estimator=negated_grpo",), negated_env()),
             # the model soon answers most prompts alike, and a step then needs far more than the default bound
-            # of 10 x 8 replacement prompts (README, "The correctness check")
+            # of 10 x 8 replacement prompts (docs/testing.md, "The correctness check")
             "filtered": ((*FILTERED, "trainer.v1.sampler.sampler_kwargs.max_refill_batches=40"), None)}  # fmt: skip
 
 

@@ -163,7 +163,7 @@ def test_both_models_convert_and_give_the_engines_numbers(tmp_path, trajectories
 
 
 def test_the_readme_smoke_commands_collect_train_convert_and_resume(tmp_path, model):
-    """configs/oreo/smoke_cpu.yaml as the README runs it: collect, train two steps, convert both models,
+    """configs/oreo/smoke_cpu.yaml as docs/oreo.md runs it: collect, train two steps, convert both models,
     evaluate them with value-guided decoding, fine-tune the RFT baseline on the same trajectories and convert
     it; a second run with one more step resumes at step 3."""
     from tests.oreo_helpers import collect
@@ -177,7 +177,7 @@ def test_the_readme_smoke_commands_collect_train_convert_and_resume(tmp_path, mo
     step = tmp_path / "outputs" / "oreo_smoke" / "global_step_2"
     for role in ("actor", "critic"):
         assert convert([str(step / role), str(tmp_path / f"{role}_hf"), "--verify"]) == 0
-    for mode in ("value_beam", "value_rerank"):  # the README's value-guided evaluation of the converted pair
+    for mode in ("value_beam", "value_rerank"):  # docs/oreo.md's value-guided evaluation of the converted pair
         assert evaluate_main([
             "--config", str(REPO / "evaluation" / "configs" / "smoke.yaml"), "--backend", "hf", "--device", "cpu",
             "--model-path", str(tmp_path / "actor_hf"), "--decoding", mode, "--value-model",

@@ -1,9 +1,9 @@
-"""The base YAML and the README's field tables agree with the declared fields (rg_verl.schema.field_docs).
+"""The base YAML and the field tables of docs/ agree with the declared fields (rg_verl.schema.field_docs).
 
 Each field of our sections is declared once, in rg_verl/config.py (the ``tiny_model`` section in
 rg_verl/tiny_model.py and rg_verl/warm_start.py). ``rg_verl/conf/rg_verl_base.yaml`` lists the fields of
 ``reasoning_gym`` and the reward kwargs with their defaults and their help as the comment above each;
-README.md's field tables list every section's fields with their defaults. A default that differs, a field
+The docs pages' field tables list every section's fields with their defaults. A default that differs, a field
 that is missing or one that no longer exists fails here.
 """
 
@@ -25,7 +25,7 @@ from rg_verl.warm_start import WarmStartOptions
 from tests.helpers import REPO
 
 BASE_YAML = REPO / "rg_verl" / "conf" / "rg_verl_base.yaml"
-README = REPO / "README.md"
+DOCS = REPO / "docs"
 
 # our sections: where each sits in the composed config, and its declaration
 SECTIONS = {
@@ -33,19 +33,22 @@ SECTIONS = {
     "reward.custom_reward_function.reward_kwargs": RewardConfig,
     "retry": RetryConfig,
 }
-# the README sections (headings) whose tables document each of our sections
+# the docs pages and their sections (headings) whose tables document each of our sections
 README_HEADINGS = {
-    "reasoning_gym": ("### Data: the `reasoning_gym:` section", "### Curriculum and adaptive weights"),
-    "reward.custom_reward_function.reward_kwargs": ("### Reward: `reward.custom_reward_function.reward_kwargs`",),
-    "retry": ("### Multi-turn episodes: the `retry:` section",),
+    "reasoning_gym": ("data.md", "# Data: the `reasoning_gym:` section", "## Curriculum and adaptive weights"),
+    "reward.custom_reward_function.reward_kwargs": (
+        "reward.md",
+        "# Reward: `reward.custom_reward_function.reward_kwargs`",
+    ),
+    "retry": ("multiturn.md", "# Multi-turn episodes: the `retry:` section"),
 }
-# reward terms are a registry (rg_verl.reward.terms.TERMS), not fields: the YAML and the README list each
+# reward terms are a registry (rg_verl.reward.terms.TERMS), not fields: the YAML and the docs list each
 # registered term, off; the declared default is no term at all
 TERM_ROWS = {f"terms.{name}": "0.0" for name in TERMS}
 
 
 def declared(section: str) -> list[FieldDoc]:
-    """The documented fields of a section, as the YAML and the README spell them."""
+    """The documented fields of a section, as the YAML and the docs spell them."""
     docs = field_docs(SECTIONS[section])
     if section == "reasoning_gym":  # one entry of a mix, documented once for every name
         docs += field_docs(DatasetSpec, prefix="datasets.<name>.")
@@ -83,7 +86,7 @@ def test_base_yaml_lists_every_declared_field_with_its_default(section):
     for name, doc in docs.items():
         value = leaves[name]
         if doc.default is None and isinstance(value, str) and value.startswith("${"):
-            # an interpolation where the declaration has none: the README names what it points at
+            # an interpolation where the declaration has none: the docs name what it points at
             assert value == f"${{{doc.doc_default}}}", f"{section}.{name}: {value} vs doc_default {doc.doc_default}"
         else:
             assert value == doc.default and type(value) is type(doc.default), f"{section}.{name}: {value!r}"
@@ -123,31 +126,31 @@ def test_base_yaml_comment_above_each_field_is_its_declared_help(section):
             assert comments.get(f"{section}.terms.{name}"), f"terms.{name}: no comment above it"
 
 
-def readme_rows(headings: tuple[str, ...]) -> dict[str, str]:
-    """``field -> default`` of the field tables under the README sections ``headings``."""
-    text = README.read_text()
+def readme_rows(page_and_headings: tuple[str, ...]) -> dict[str, str]:
+    """``field -> default`` of the field tables under the sections ``headings`` of the docs page ``page``."""
+    page, *headings = page_and_headings
+    text = (DOCS / page).read_text()
     rows = {}
     for heading in headings:
-        assert heading in text, f"README.md has no section {heading!r}"
-        body = text.split(heading, 1)[1]
-        body = re.split(r"^#{2,3} ", body, maxsplit=1, flags=re.MULTILINE)[0]
+        assert re.search(rf"^{re.escape(heading)}", text, re.MULTILINE), f"docs/{page} has no section {heading!r}"
+        body = re.split(rf"^{re.escape(heading)}", text, maxsplit=1, flags=re.MULTILINE)[1]
+        body = re.split(r"^#{1,3} ", body, maxsplit=1, flags=re.MULTILINE)[0]
         for line in body.splitlines():
             match = re.match(r"^\| `([^`]+)` \| ([^|]*) \|", line)
             if match:
                 name, default = match.group(1), match.group(2).strip()
-                assert name not in rows, f"README.md lists {name} twice"
+                assert name not in rows, f"docs/{page} lists {name} twice"
                 rows[name] = default.strip("`") if re.fullmatch(r"`[^`]*`", default) else default
     return rows
 
 
 def assert_table(rows: dict[str, str], expected: dict[str, str]) -> None:
-    """The README's rows are the declared fields, each with its declared default."""
+    """The docs' rows are the declared fields, each with its declared default."""
     assert set(rows) == set(expected), (
-        f"missing from README.md: {sorted(set(expected) - set(rows))}; "
-        f"not declared: {sorted(set(rows) - set(expected))}"
+        f"missing from the docs: {sorted(set(expected) - set(rows))}; not declared: {sorted(set(rows) - set(expected))}"
     )
     for name, shown in expected.items():
-        assert rows[name] == shown, f"README.md: {name} defaults to {rows[name]!r}, the declaration to {shown!r}"
+        assert rows[name] == shown, f"docs: {name} defaults to {rows[name]!r}, the declaration to {shown!r}"
 
 
 @pytest.mark.parametrize("section", SECTIONS)
@@ -163,14 +166,14 @@ def test_readme_table_lists_every_declared_field_with_its_default(section):
 def test_readme_evaluation_table_lists_every_evaluation_field_with_its_default():
     from rg_verl.evaluation.config import EvalConfig
 
-    rows = readme_rows(("## Evaluation",))
+    rows = readme_rows(("evaluation.md", "# Evaluation"))
     # name is the config file's stem, set by load_config: not a YAML key
     expected = {doc.name: doc.shown for doc in field_docs(EvalConfig) if doc.name != "name"}
     assert_table(rows, expected)
 
 
 def test_readme_tiny_model_table_lists_every_field_with_its_default():
-    rows = readme_rows(("### The tiny model: the `tiny_model:` section",))
+    rows = readme_rows(("cpu.md", "## The tiny model: the `tiny_model:` section"))
     # the warm start is one field of the section, and its options are documented one by one under it
     docs = field_docs(TinyModelConfig) + field_docs(WarmStartOptions, prefix="warm_start.")
     expected = {doc.name: doc.shown for doc in docs}

@@ -110,9 +110,9 @@ def test_the_vocab_check_sees_an_f_string(tmp_path):
 
 
 def _readme_layout() -> set[str]:
-    """The paths of the README's layout tree (two spaces of indent per folder level)."""
-    text = (REPO / "README.md").read_text()
-    block = text.split("## Layout", 1)[1].split("```", 2)[1]
+    """The paths of the layout tree in docs/layout.md (two spaces of indent per folder level)."""
+    text = (REPO / "docs" / "layout.md").read_text()
+    block = text.split("# Layout", 1)[1].split("```", 2)[1]
     paths, stack = set(), []
     for line in block.splitlines():
         if not line.strip():
@@ -127,11 +127,11 @@ def _readme_layout() -> set[str]:
 def test_readme_layout_names_every_module_and_nothing_stale():
     listed = _readme_layout()
     stale = sorted(p for p in listed if not (REPO / p).exists())
-    assert not stale, f"the README's layout names paths that do not exist: {stale}"
+    assert not stale, f"docs/layout.md names paths that do not exist: {stale}"
     modules = {str(p.relative_to(REPO)) for p in _sources("rg_verl") if p.name != "__init__.py"}
     folders = {str(p.parent.relative_to(REPO)) for p in _sources("rg_verl")}
     missing = sorted((modules | folders) - listed)
-    assert not missing, f"add these to the README's layout: {missing}"
+    assert not missing, f"add these to the layout in docs/layout.md: {missing}"
 
 
 # test files about something other than one package module or folder: the path each one tests, which must exist
@@ -142,6 +142,7 @@ NOT_A_MODULE = {
     "evaluation/test_lmeh.py": "evaluation/lmeh",  # the lm-evaluation-harness tasks
     "test_reasoning_rl_recipe.py": "configs/math/_reasoning_rl.yaml",  # Reasoning-RL's published GSM8K recipe
     "test_reference_experiments.py": "configs",  # the shipped experiments against reasoning-gym's own
+    "test_docs.py": "docs",  # the links and commands of the README and docs/
 }
 
 
