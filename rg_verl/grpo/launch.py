@@ -205,8 +205,7 @@ def run(config: DictConfig) -> None:
     check_output_dir(config)  # before anything loads: a folder that cannot take the run's checkpoints
     resumed = check_resume(config)  # the checkpoint it resumes from is complete; interrupted saves are reported
     if resumed is not None:
-        print(f"{MARK} resuming from the checkpoint of step {resumed} in {config.trainer.default_local_dir} "
-              "(trainer.resume_mode=disable starts afresh)", flush=True)  # fmt: skip
+        print(resume_line(config, resumed), flush=True)
     console_mode(config)  # trainer.console names a mode
     for warning in space_warnings(settings):
         logger.warning(warning)
@@ -233,6 +232,15 @@ def launch_verl(config: DictConfig) -> None:
     finally:
         if ours:
             ray.shutdown()
+
+
+def resume_line(config: DictConfig, step: int) -> str:
+    """The one line a resumed run starts with; it says so too when the run has no step left to train."""
+    line = f"{MARK} resuming from the checkpoint of step {step} in {config.trainer.default_local_dir}"
+    total = config.trainer.get("total_training_steps")
+    if total is not None and step >= total:
+        return f"{line}: its {total} steps are trained, nothing is left (raise trainer.total_training_steps to go on)"
+    return f"{line} (trainer.resume_mode=disable starts afresh)"
 
 
 def main_task(config: DictConfig) -> None:

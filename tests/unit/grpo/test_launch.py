@@ -227,6 +227,13 @@ def test_a_run_that_resumes_says_so_in_one_line_and_a_fresh_one_says_nothing(mon
     assert [line for line in capsys.readouterr().out.splitlines() if "[rg-verl]" in line] == [
         f"[rg-verl] resuming from the checkpoint of step 2 in {tmp_path} (trainer.resume_mode=disable starts afresh)"
     ]
+    save(tmp_path, 3)
+    (tmp_path / "latest_checkpointed_iteration.txt").write_text("3")  # the smoke config's last step
+    launch.run(config)
+    assert [line for line in capsys.readouterr().out.splitlines() if "[rg-verl]" in line] == [
+        f"[rg-verl] resuming from the checkpoint of step 3 in {tmp_path}: its 3 steps are trained, nothing is left "
+        "(raise trainer.total_training_steps to go on)"
+    ]
 
 
 def test_an_unknown_tiny_model_option_is_refused_before_building(tmp_path):
