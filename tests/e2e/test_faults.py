@@ -8,7 +8,9 @@ Ray run costs the suite a minute or more).
   save and resumes from step 2 (rg_verl/grpo/resume.py), trains step 3, and in the middle of step 4 its rollout
   server's process is SIGKILLed, as the out-of-memory killer would. The run stops, naming the dead server
   (rg_verl/grpo/workers.py).
-- **Run C** runs it again and finishes step 4 from step 3's checkpoint.
+- **Run C** runs it again from step 3's checkpoint. Every response of its step 4 is hostile (a sympy power tower in
+  an answer tag to each integration question, tag soups to the others, tests/failing_rollout.py): the step scores
+  them 0, cuts off the tower's scorer and counts it in ``scoring_failed``, and step 5 runs normally.
 
 The chain is then checked against what a run that never broke holds: each step logged once, the reward curve,
 the dataloader's position (the data order) and the adaptive weights' record of outcomes, step by step.
@@ -35,7 +37,7 @@ from tests.helpers import REPO, plugin_env, read_metrics
 pytestmark = pytest.mark.slow
 
 EVICTED = "training/rollout_failure/evicted_samples"
-STEPS = 4
+STEPS = 5
 PROMPTS, RESPONSES = 4, 2  # the smoke config's data.train_batch_size and rollout.n
 # a run that reaches its fault later than this, or is still running this long after its rollout server died,
 # has hung
@@ -55,7 +57,10 @@ def launch(workdir: Path, run: str, *extra: str, **env: str) -> subprocess.Popen
     """``train_grpo.py`` on the smoke config, in a process group of its own; output in ``<run>.log``."""
     overrides = [f"trainer.default_local_dir={workdir / 'out'}", "trainer.logger=[console,file]",
                  f"trainer.total_training_steps={STEPS}", "trainer.save_freq=1", "trainer.test_freq=-1",
-                 "reasoning_gym.adaptive_weights.enabled=true", *extra]  # fmt: skip
+                 "reasoning_gym.adaptive_weights.enabled=true", *extra,
+                 # a dataset whose scorer parses with sympy, in place of leg_counting: run C's hostile step
+                 "~reasoning_gym.datasets.leg_counting",
+                 "+reasoning_gym.datasets.intermediate_integration.weight=1"]  # fmt: skip
     environ = {**os.environ, **plugin_env("failing_rollout", "interrupted_save"),
                "RG_VERL_TINY_MODEL": str(workdir / "model"), "VERL_FILE_LOGGER_PATH": str(workdir / f"{run}.jsonl"),
                "RG_VERL_FAIL_ROLLOUTS": str(workdir / "failed_once"), **env}  # fmt: skip
@@ -120,7 +125,8 @@ def run_b(chain, run_a) -> tuple[str, int, int]:
 
 @pytest.fixture(scope="module")
 def run_c(chain, run_b) -> tuple[str, int]:
-    run = launch(chain, "c")
+    """Run C's output and exit code: its step 4 all hostile responses, its step 5 the model's."""
+    run = launch(chain, "c", RG_VERL_HOSTILE_ROLLOUTS=str(PROMPTS * RESPONSES))
     returncode = finish(run, FAULT_DEADLINE_S)
     return (chain / "c.log").read_text(), returncode
 
@@ -170,11 +176,11 @@ def test_the_chain_holds_what_a_run_that_never_broke_holds(chain, run_a, run_b, 
     assert (out / TRACKER).read_text().strip() == str(STEPS)
     logged = {**read_metrics(chain / "a.jsonl"), **read_metrics(chain / "b.jsonl"), **read_metrics(chain / "c.jsonl")}
     runs = [sorted(read_metrics(chain / f"{run}.jsonl")) for run in "abc"]
-    assert runs == [[1, 2], [3], [4]]  # each step logged once, by the run that saved it
+    assert runs == [[1, 2], [3], [4, 5]]  # each step logged once, by the run that saved it
     # the reward curve: each step once, the value of the run that completed it (not run A's lost step 3)
     curve = read_reward_curve(out)
     assert curve == {step: pytest.approx(logged[step][REWARD_KEY]) for step in range(1, STEPS + 1)}
-    states = {step: torch.load(out / f"global_step_{step}" / "data.pt", weights_only=False) for step in (2, 3, 4)}
+    states = {step: torch.load(out / f"global_step_{step}" / "data.pt", weights_only=False) for step in (2, 3, 4, 5)}
     for step, state in states.items():
         # the data order: the sampler moved on by one batch a step (and the one prompt that replaced step 1's
         # failed group), with the same random generator: no batch drawn twice, none skipped
@@ -185,10 +191,25 @@ def test_the_chain_holds_what_a_run_that_never_broke_holds(chain, run_a, run_b, 
         record = state["dataset_state"]
         assert record["step"] == step
         assert sum(len(values) for values in record["results"].values()) == PROMPTS * RESPONSES * step
-    for before, after in ((2, 3), (3, 4)):
+    for before, after in ((2, 3), (3, 4), (4, 5)):
         for name, values in states[before]["dataset_state"]["results"].items():
             assert states[after]["dataset_state"]["results"][name][: len(values)] == values
 
 
 def read_reward_curve(out: Path) -> dict[int, float]:
     return {int(step): value for step, value in json.loads((out / "reward_curve.json").read_text()).items()}
+
+
+def test_a_step_of_hostile_responses_scores_zero_counts_the_cut_off_scorers_and_the_next_step_is_normal(chain, run_c):
+    output, returncode = run_c
+    assert returncode == 0, output[-4000:]  # within FAULT_DEADLINE_S
+    hostile, normal = (read_metrics(chain / "c.jsonl")[step] for step in (4, 5))
+    train = "train/reasoning_gym"
+    for name in ("chain_sum", "intermediate_integration"):
+        assert hostile[f"{train}/{name}/accuracy"] == 0.0 and hostile[f"{train}/{name}/correct_lenient"] == 0.0
+    # every tower reached sympy's parser and was cut off; no tag soup needed a cut-off
+    assert hostile[f"{train}/intermediate_integration/scoring_failed"] == 1.0
+    assert hostile[f"{train}/chain_sum/scoring_failed"] == 0.0
+    # the model answered step 5 itself (its own lengths, not the hostile ones) and every scorer finished
+    assert normal["response_length/mean"] != hostile["response_length/mean"]
+    assert all(value == 0.0 for key, value in normal.items() if key.endswith("/scoring_failed")), normal
