@@ -23,7 +23,7 @@ the values in ``reward_curve.json`` so that a resumed run continues the curve.
 """
 
 import logging
-from collections import defaultdict
+from collections import defaultdict, deque
 
 from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
@@ -48,7 +48,7 @@ class ReasoningGymTrainer(PPOTrainerSync):
         self.reward_curve = RewardCurve(
             trainer.default_local_dir, title=f"{trainer.project_name}/{trainer.experiment_name}: training reward"
         )
-        self.step_seconds: list[float] = []  # this run's steps, for the time left
+        self.step_seconds: deque[float] = deque(maxlen=10)  # this run's last steps, for the time left
         self.accuracy: float | None = None  # the last step's trained samples' mean accuracy
 
     def step(self, metrics: dict, timing_raw: dict):
@@ -83,8 +83,7 @@ class ReasoningGymTrainer(PPOTrainerSync):
     def print_progress(self, step: int, metrics: dict) -> None:
         # the step, its save and its validation
         self.step_seconds.append(float(metrics.get("timing_s/step", 0.0)) + float(metrics.get("timing_s/testing", 0.0)))
-        recent = self.step_seconds[-10:]
-        per_step = sum(recent) / len(recent)
+        per_step = sum(self.step_seconds) / len(self.step_seconds)
         left = per_step * max(self.total_training_steps - step, 0)
         reward = float(metrics[REWARD_KEY])
         print(progress_line(step, self.total_training_steps, reward, self.accuracy, per_step, left), flush=True)

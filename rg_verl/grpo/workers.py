@@ -20,8 +20,8 @@ __all__ = ["DeadActor", "WorkerDiedError", "dead_actors", "raise_if_a_worker_die
 
 logger = logging.getLogger(__name__)
 
-# Ray's words for an actor that ended on purpose (ray.actor.exit_actor(), ray.kill() by its owner)
 STATE_TIMEOUT_S = 10
+# Ray's words for an actor that ended on purpose (ray.actor.exit_actor(), ray.kill() by its owner)
 _INTENDED = ("INTENDED_USER_EXIT", "INTENDED_SYSTEM_EXIT", "ray.kill")
 
 
@@ -49,7 +49,7 @@ def _from_state(actor) -> DeadActor:
     message = str(context.get("error_message") or "no cause recorded")
     reason = context.get("reason")
     cause = message.split(" Some common causes include:", 1)[0]  # Ray's generic advice follows
-    if reason and reason not in ("WORKER_DIED",):
+    if reason and reason != "WORKER_DIED":
         cause = f"{reason}: {cause}"
     return DeadActor(
         class_name=str(actor.class_name or "actor"),
