@@ -1,4 +1,4 @@
-# rg-verl: `make demo` trains the CPU smoke config; `make test` runs the whole test suite.
+# rg-verl: `make demo` trains a tiny model on a CPU and shows it learn; `make test` runs the whole test suite.
 # Both create .venv and install into it first (once; again when the requirements change).
 
 PYTHON ?= python3
@@ -8,7 +8,7 @@ VENV ?= .venv
 TORCH_INDEX ?=
 BIN := $(VENV)/bin
 
-.PHONY: install demo test test-fast bench bench-convert clean
+.PHONY: install demo smoke test test-fast bench bench-convert clean
 
 # the smoke run's last checkpoint (configs/smoke/cpu.yaml writes it under RG_VERL_OUTPUT, default outputs/)
 SMOKE_DIR ?= $(or $(RG_VERL_OUTPUT),outputs)/rg_verl_smoke/cpu
@@ -24,9 +24,15 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 	$(BIN)/pip install --no-deps -e .
 	touch $@
 
-# train the smoke config afresh, convert its checkpoint to a Hugging Face model, evaluate that model
+# a fresh GRPO run that learns (the warm-started tiny model, a format reward), its checkpoint converted to a
+# Hugging Face model, then the starting and the trained model evaluated side by side; --fresh deletes the last
+# demo's folder first, so every demo is a new run (tests/e2e/conftest.py runs this line)
 demo: install
-	rm -rf $(SMOKE_DIR)  # every demo is a fresh run, never a resume of the last one
+	$(BIN)/rg-verl compare --config configs/compare/demo_cpu.yaml --fresh
+
+# the plainest run: the smoke config (3 steps of a random tiny model), converted, then evaluated
+smoke: install
+	rm -rf $(SMOKE_DIR)  # a fresh run, never a resume of the last one
 	$(BIN)/python train_grpo.py
 	$(BIN)/python utils/load_fsdp_to_hf.py $(SMOKE_CKPT)/actor $(SMOKE_CKPT) hf --force --verify
 	$(BIN)/python evaluation/evaluate_model.py --config evaluation/configs/smoke.yaml --model-path $(SMOKE_CKPT)/hf

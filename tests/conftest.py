@@ -14,7 +14,10 @@ settings.register_profile("rg_verl", deadline=None)
 settings.load_profile("rg_verl")
 
 # test modules that read another module's session fixture (a training run made once): they run on its worker
-SHARED_RUNS = {"tests/e2e/test_learning.py": "tests/e2e/test_compare.py"}  # learn_comparison, tests/e2e/conftest.py
+SHARED_RUNS = {  # learn_demo and learn_comparison, tests/e2e/conftest.py
+    "tests/e2e/test_learning.py": "tests/e2e/test_compare.py",
+    "tests/e2e/test_demo.py": "tests/e2e/test_compare.py",
+}
 
 
 class ModuleScheduling(LoadScopeScheduling):

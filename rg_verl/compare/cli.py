@@ -4,16 +4,19 @@
     rg-verl oreo iterate --config configs/compare/learn_cpu.yaml oreo.rounds=3 [key=value ...]
 
 ``iterate`` runs the config's OREO arm alone (``methods: [oreo]``). Both print the table and the paths of
-the table, its JSON and its plot; a stopped run, started again with the same config, continues where it
-stopped (see :mod:`rg_verl.compare.run`).
+the table, its JSON, its plot and GRPO's reward curve; a stopped run, started again with the same config,
+continues where it stopped (see :mod:`rg_verl.compare.run`), unless ``--fresh`` deletes the last run's folder
+first (``make demo`` does).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import shutil
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from rg_verl.compare.config import load, only_oreo
 from rg_verl.compare.run import Comparison
@@ -26,6 +29,11 @@ __all__ = ["main", "main_iterate"]
 def _parse(argv: Sequence[str], prog: str) -> tuple[argparse.Namespace, list[str]]:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("--config", required=True, help="a comparison YAML, e.g. configs/compare/learn_cpu.yaml")
+    parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help="delete the config's out folder (a comparison's, from an earlier run) and start afresh",
+    )
     parser.add_argument("overrides", nargs="*", help="key=value overrides of the config's fields")
     args = parser.parse_args(list(argv))
     return args, args.overrides
@@ -38,7 +46,10 @@ def _run(argv: Sequence[str], prog: str, oreo_only: bool) -> int:
         config = load(args.config, overrides)
         if oreo_only:
             config = only_oreo(config)
-        table = Comparison(config).run()
+        if args.fresh:
+            clear(Path(config.out))
+        comparison = Comparison(config)
+        table = comparison.run()
     except ConfigError as error:
         print(f"config error: {error}", file=sys.stderr)
         return 2
@@ -47,7 +58,21 @@ def _run(argv: Sequence[str], prog: str, oreo_only: bool) -> int:
         return 1
     print(table.read_text())
     print(f"Table: {table}\nRows:  {table.with_suffix('.json')}\nPlot:  {table.with_suffix('.png')}")
+    if comparison.reward_curve.is_file():
+        print(f"GRPO's training reward, step by step: {comparison.reward_curve}")
     return 0
+
+
+def clear(out: Path) -> None:
+    """Delete ``out``, the folder of an earlier comparison; refuse (``ConfigError``) a folder that is not one."""
+    if not out.exists():
+        return
+    if not out.is_dir() or not (out / "logs").is_dir():
+        raise ConfigError(
+            f"out: --fresh deletes the last comparison's folder, and {out} is not one (it has no logs/); "
+            "choose another out, or delete it yourself"
+        )
+    shutil.rmtree(out)
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "rg-verl compare") -> int:

@@ -28,6 +28,7 @@ from rg_verl.compare.report import Row, write_report
 from rg_verl.compare.stages import StageError, Stages, latest_step
 from rg_verl.data.export import compose
 from rg_verl.grpo.launch import ensure_model, repo_root
+from rg_verl.grpo.reward_curve import RewardCurve
 
 __all__ = ["Comparison"]
 
@@ -68,6 +69,7 @@ class Comparison:
         ensure_model(train)  # the training config's tiny model, where it builds one
         self.start = _model(self.plan.start_model)
         self.stages = Stages(self.out, config.device, config.gpus)
+        self.reward_curve = self.out / "grpo" / "train" / RewardCurve.PNG  # the GRPO run draws it
 
     def _done(self, name: str) -> bool:
         return (self.stages.logs / f"{name}.done").is_file()

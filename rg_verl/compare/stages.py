@@ -15,7 +15,9 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import IO
 
+from rg_verl.grpo.console import progress_text
 from rg_verl.grpo.launch import repo_root
 
 __all__ = ["StageError", "Stages"]
@@ -48,16 +50,18 @@ class Stages:
         self.python = sys.executable
 
     def run(self, name: str, command: Sequence[str], env: dict[str, str] | None = None) -> None:
-        """``command`` with its output in the stage's log; raises :class:`StageError` when it fails."""
+        """``command`` with its output in the stage's log, its progress lines (a training run's one line per step,
+        :func:`rg_verl.grpo.console.progress_text`) on the console too; raises :class:`StageError` when it fails."""
         self.logs.mkdir(parents=True, exist_ok=True)
         log = self.logs / f"{name}.log"
         logger.info("%s: %s (log: %s)", name, " ".join(command), log)
+        # unbuffered: a progress line shows when the stage prints it, not when its buffer fills
         environ = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo_root()), os.environ.get("PYTHONPATH", "")]),
-                   **(env or {})}  # fmt: skip
+                   "PYTHONUNBUFFERED": "1", **(env or {})}  # fmt: skip
         with open(log, "a") as handle:
             handle.write(f"$ {' '.join(command)}\n")
             handle.flush()
-            code = subprocess.run(list(command), stdout=handle, stderr=subprocess.STDOUT, env=environ).returncode
+            code = _run_echoing(command, environ, handle)
         if code:
             tail = "".join(log.read_text(errors="replace").splitlines(keepends=True)[-15:])
             raise StageError(f"stage {name} failed (exit status {code}); its log is {log}:\n{tail}")
@@ -81,6 +85,19 @@ class Stages:
         if not (out / CONVERTED).is_file():
             self.run(name, [self.python, str(repo_root() / "utils" / "load_fsdp_to_hf.py"), str(checkpoint), str(out)])
         return out
+
+
+def _run_echoing(command: Sequence[str], environ: dict[str, str], log: IO[str]) -> int:
+    """Run ``command``, every line of its output into ``log`` and its progress lines to stdout; its exit status."""
+    with subprocess.Popen(list(command), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=environ, text=True,
+                          errors="replace", bufsize=1) as child:  # fmt: skip
+        for line in child.stdout:
+            log.write(line)
+            log.flush()
+            shown = progress_text(line)
+            if shown is not None:
+                print(shown, flush=True)
+    return child.returncode
 
 
 def _complete(collection: Path) -> bool:

@@ -64,3 +64,15 @@ def test_a_missing_file_names_the_option(tmp_path):
 def test_iterate_runs_the_oreo_arm_alone():
     config = only_oreo(load(REPO / "configs" / "compare" / "learn_cpu.yaml", ["oreo.rounds=2", "budget=384"]))
     assert config.methods == ["oreo"] and config.oreo.rounds == 2
+
+
+def test_the_demo_is_the_cpu_comparisons_grpo_arm():
+    """tests/e2e/conftest.py lets the CPU comparison continue the demo's folder: that is sound only while the demo
+    trains and evaluates exactly what the comparison's GRPO arm and its sampled rows do."""
+    demo = load(REPO / "configs" / "compare" / "demo_cpu.yaml")
+    comparison = load(REPO / "configs" / "compare" / "learn_cpu.yaml")
+    assert demo.methods == ["grpo"] and demo.evaluation.decodings == ["sample"]
+    assert "sample" in comparison.evaluation.decodings
+    for field in ("device", "gpus", "budget", "train"):
+        assert getattr(demo, field) == getattr(comparison, field), field
+    assert demo.evaluation.config == comparison.evaluation.config

@@ -50,3 +50,11 @@ def test_a_begun_collection_is_resumed_and_a_complete_one_skipped(tmp_path, monk
     (out / "manifest.json").write_text('{"complete": true}')
     stages.collect("c", out, [], [])
     assert len(calls) == 2
+
+
+def test_a_stage_shows_its_progress_lines_and_logs_everything(tmp_path, capsys):
+    script = "print('verl says a lot'); print('(TaskRunner pid=7) [rg-verl] step 1/2  reward 0.500'); print('more')"
+    Stages(tmp_path, "cpu").run("train", [sys.executable, "-c", script])
+    assert capsys.readouterr().out == "[rg-verl] step 1/2  reward 0.500\n"
+    log = (tmp_path / "logs" / "train.log").read_text()
+    assert "verl says a lot" in log and "(TaskRunner pid=7) [rg-verl] step 1/2" in log and "more" in log
