@@ -1,6 +1,7 @@
 """GRPO through verl's own loop.
 
 - ``launch``: ``train_grpo.py`` and ``rg-verl train``: config lookup, checks, plugins, ``run_ppo``;
+- ``cluster``: a run on a Ray cluster started elsewhere: what its processes must be given;
 - ``trainer``: the registered V1 trainer (per-dataset metrics, curriculum updates, reward curve);
 - ``metrics``: per-dataset and per-category means, self-correction rates;
 - ``reward_curve``: the training reward curve as PNG and JSON;

@@ -45,6 +45,7 @@ from rg_verl.cpu.settings import PLATFORM_MODULE, apply_cpu_settings, cpu_env
 from rg_verl.data.candidates import unseeded_hash_datasets
 from rg_verl.data.files import check_sources
 from rg_verl.data.spaces import space_warnings
+from rg_verl.grpo.cluster import forwarded_env
 from rg_verl.grpo.console import MARK, console_mode, quiet_console
 from rg_verl.grpo.disk import check_output_dir
 from rg_verl.grpo.resume import check_resume
@@ -71,12 +72,13 @@ def plugin_modules(config: DictConfig) -> list[str]:
 
 
 def process_env(config: DictConfig) -> dict[str, str]:
-    """Environment variables every process of the run gets: our plugins, and a fixed hash seed.
+    """Environment variables every process of the run gets: our plugins, a fixed hash seed, and the settings a
+    cluster's processes do not inherit (:func:`rg_verl.grpo.cluster.forwarded_env`).
 
     A few reasoning-gym generators iterate over sets, whose order follows ``PYTHONHASHSEED``;
     fixing it (unless the user already did) keeps items a pure function of (seed, index).
     """
-    env = {"PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0")}
+    env = {**forwarded_env(), "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0")}
     modules = plugin_modules(config)
     if modules:
         # ours keep their order (the platform first), after the ones the environment brings
@@ -138,9 +140,9 @@ def prepare(config: DictConfig) -> None:
     ensure_model(config)
     env = process_env(config)
     os.environ.update(env)
-    with open_dict(config):
-        env_vars = config.ray_kwargs.ray_init.runtime_env.setdefault("env_vars", {})
-        env_vars.update(env)
+    with open_dict(config):  # the processes of a cluster started elsewhere get it only through the runtime env
+        runtime_env = config.ray_kwargs.ray_init.runtime_env
+        runtime_env.env_vars = {**(runtime_env.get("env_vars") or {}), **env}
     for module in plugin_modules(config):
         importlib.import_module(module)
     if config.trainer.device == "cpu":

@@ -306,3 +306,46 @@ def test_ensure_model_rejects_unknown_tiny_model_options(tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match=r"^tiny_model\.warm_start\.stpes: unknown key \(did you mean 'steps'\?\)"):
         launch.ensure_model(bad_option)
     assert not (tmp_path / "m").exists()
+
+
+def test_the_plugin_environment_reaches_a_cluster_started_elsewhere(monkeypatch, tmp_path):
+    """A cluster started with ``ray start`` does not inherit this process's environment: verl passes the runtime
+    env of ``ray_kwargs.ray_init`` to it, so the plugins must be named there."""
+    from rg_verl.grpo import launch
+
+    config = compose_config("configs/smoke", "cpu", [f"actor_rollout_ref.model.path={tmp_path / 'model'}"])
+    monkeypatch.setattr(launch, "ensure_model", lambda config: None)
+    monkeypatch.setattr(os, "environ", dict(os.environ))  # prepare exports the environment here too
+    from verl.plugin.platform import get_platform, set_platform
+
+    platform = get_platform()
+    try:
+        launch.prepare(config)
+    finally:
+        set_platform(platform)  # prepare sets the CPU platform, as a run does
+    env_vars = config.ray_kwargs.ray_init.runtime_env.env_vars
+    assert env_vars["VERL_USE_EXTERNAL_MODULES"].split(",")[-3:] == plugin_modules(config)
+    assert env_vars["VERL_PLATFORM"] == "cpu"
+    assert env_vars["PYTHONHASHSEED"] == os.environ["PYTHONHASHSEED"]
+
+
+@pytest.mark.parametrize(
+    ("override", "env", "joins"),
+    [
+        ([], None, False),
+        ([], "127.0.0.1:6379", True),
+        (["+ray_kwargs.ray_init.address=auto"], None, True),
+        ([], "local", False),
+    ],
+)
+def test_a_cpu_run_that_joins_a_cluster_takes_the_nodes_resources(monkeypatch, override, env, joins):
+    """Ray refuses num_gpus and num_cpus when it joins a running cluster: there each node's ``ray start`` gives them."""
+    if env is None:
+        monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    else:
+        monkeypatch.setenv("RAY_ADDRESS", env)
+    config = compose_config("configs/smoke", "cpu", ["trainer.nnodes=2", *override])
+    apply_device_settings(config)
+    ray_init = config.ray_kwargs.ray_init
+    assert ray_init.get("num_gpus") == (None if joins else 2)
+    assert (ray_init.get("num_cpus") is None) == joins
