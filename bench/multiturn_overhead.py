@@ -1,6 +1,7 @@
 """The cost of "wrong, try again" episodes against single-turn generation of the same tokens, same rollout.
 
     python bench/multiturn_overhead.py [--prompts 16] [--turns 3] [--tokens 48] [--repeats 3]
+                                       [--hidden-size 128] [--layers 4] [--intermediate-size 128]
 
 Both arms use one ``hf`` rollout server (``rg_verl.hf_rollout.server.HFRolloutServer``, the CPU path's rollout)
 on one tiny model, with the same prompts (chain_sum items), in the same process, alternating:
@@ -128,10 +129,14 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=3)
     parser.add_argument("--tokens", type=int, default=48, help="tokens of each try")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--hidden-size", type=int, default=128, help="the tiny Qwen2's width")
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--intermediate-size", type=int, default=128, help="the MLP's width")
     args = parser.parse_args()
     set_platform(PlatformCPU())  # the CPU path's platform, as a CPU training run loads it
     with tempfile.TemporaryDirectory() as tmp:
-        model_dir = build_tiny_model(Path(tmp) / "model", hidden_size=128, num_layers=4)
+        model_dir = build_tiny_model(Path(tmp) / "model", hidden_size=args.hidden_size, num_layers=args.layers,
+                                     intermediate_size=args.intermediate_size)  # fmt: skip
         unreachable_eos(model_dir)
         arms = Arms(model_dir, args.prompts, args.turns, args.tokens)
         timed(arms.single)  # warm-up: the first generate call pays one-off costs
