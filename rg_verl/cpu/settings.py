@@ -8,8 +8,6 @@ import logging
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from rg_verl.grpo.cluster import joins_a_cluster
-
 logger = logging.getLogger(__name__)
 
 # the module every process of a CPU run imports (it registers the platform)
@@ -62,14 +60,14 @@ def apply_settings(config: DictConfig, settings: dict) -> None:
                 OmegaConf.update(config, key, value, force_add=True)
 
 
-def apply_cpu_settings(config: DictConfig) -> None:
+def apply_cpu_settings(config: DictConfig, joins_a_cluster: bool = False) -> None:
     """Set :data:`CPU_SETTINGS` in ``config`` and give Ray one logical GPU per worker.
 
-    A run that joins a running cluster takes the logical GPUs and CPUs each node was started with
-    (``ray start --num-gpus=... --num-cpus=...``): Ray refuses ``num_gpus`` and ``num_cpus`` there.
+    A run that joins a running cluster (``joins_a_cluster``) takes the logical GPUs and CPUs each node was
+    started with (``ray start --num-gpus=... --num-cpus=...``): Ray refuses ``num_gpus`` and ``num_cpus`` there.
     """
     apply_settings(config, CPU_SETTINGS)
-    if joins_a_cluster(config):
+    if joins_a_cluster:
         return
     with open_dict(config):
         ray_init = config.ray_kwargs.ray_init

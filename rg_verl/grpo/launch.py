@@ -45,7 +45,7 @@ from rg_verl.cpu.settings import PLATFORM_MODULE, apply_cpu_settings, cpu_env
 from rg_verl.data.candidates import unseeded_hash_datasets
 from rg_verl.data.files import check_sources
 from rg_verl.data.spaces import space_warnings
-from rg_verl.grpo.cluster import forwarded_env
+from rg_verl.grpo.cluster import forwarded_env, joins_a_cluster
 from rg_verl.grpo.console import MARK, console_mode, quiet_console
 from rg_verl.grpo.disk import check_output_dir
 from rg_verl.grpo.resume import check_resume
@@ -104,7 +104,7 @@ def inherited_modules() -> list[str]:
 def apply_device_settings(config: DictConfig) -> None:
     """Adjust ``config`` in place for the device it names (only ``cpu`` needs anything)."""
     if config.trainer.device == "cpu":
-        apply_cpu_settings(config)
+        apply_cpu_settings(config, joins_a_cluster(config))
 
 
 def ensure_model(config: DictConfig) -> None:

@@ -331,12 +331,7 @@ def test_the_plugin_environment_reaches_a_cluster_started_elsewhere(monkeypatch,
 
 @pytest.mark.parametrize(
     ("override", "env", "joins"),
-    [
-        ([], None, False),
-        ([], "127.0.0.1:6379", True),
-        (["+ray_kwargs.ray_init.address=auto"], None, True),
-        ([], "local", False),
-    ],
+    [([], None, False), ([], "127.0.0.1:6379", True), (["+ray_kwargs.ray_init.address=auto"], None, True)],
 )
 def test_a_cpu_run_that_joins_a_cluster_takes_the_nodes_resources(monkeypatch, override, env, joins):
     """Ray refuses num_gpus and num_cpus when it joins a running cluster: there each node's ``ray start`` gives them."""
