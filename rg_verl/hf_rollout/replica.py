@@ -66,6 +66,7 @@ class HFReplica(RolloutReplica):
                 max_num_seqs=self.config.max_num_seqs,
                 seed=self.config.seed + self.replica_rank,
                 dtype=self.config.dtype,
+                prefix_caching=self.config.enable_prefix_caching,
             )
         )
         await server.ready.remote()

@@ -3,7 +3,9 @@
 One server per rollout replica. It speaks verl's token-in/token-out protocol
 (``generate(prompt_ids, sampling_params, request_id) -> TokenOutput``), batches the
 requests that arrive together into one left-padded ``model.generate`` call, returns
-per-token log-probs, and takes new weights from the training worker after every step.
+per-token log-probs, and takes new weights from the training worker after every step. With
+``rollout.enable_prefix_caching`` (verl's default) it keeps each sequence's keys and values, so that the next turn
+of a conversation prefills only its new tokens (:mod:`rg_verl.hf_rollout.prefix_cache`).
 
 With LoRA (``actor_rollout_ref.model.lora_rank > 0``) verl sends, by default, the base weights once and
 then only the adapter, with its PEFT config. The server then wraps its model with that same config and
@@ -23,6 +25,7 @@ from verl.utils.device import get_device_name
 from verl.workers.rollout.replica import TokenOutput
 
 from rg_verl.generation import eos_token_ids, response_length
+from rg_verl.hf_rollout.prefix_cache import PrefixCache
 from rg_verl.vocab import PEFT_PREFIX
 
 logger = logging.getLogger(__name__)
@@ -77,6 +80,7 @@ class HFRolloutServer:
         max_num_seqs: the most sequences one ``generate`` call may hold.
         seed: sampling seed.
         dtype: torch dtype name for the rollout copy of the model.
+        prefix_caching: keep each sequence's keys and values for a request that continues it.
     """
 
     def __init__(
@@ -87,6 +91,7 @@ class HFRolloutServer:
         max_num_seqs: int,
         seed: int,
         dtype: str = "float32",
+        prefix_caching: bool = True,
     ):
         self.device = torch.device(get_device_name())
         torch.manual_seed(seed)
@@ -103,6 +108,7 @@ class HFRolloutServer:
         self.prompt_length = prompt_length
         self.response_length = response_length
         self.max_num_seqs = max_num_seqs
+        self.prefix_cache = PrefixCache() if prefix_caching else None
         self.global_steps: int | None = None
         self.weight_version = 0
         self._pending: dict[tuple, list[_Request]] = {}
@@ -181,9 +187,14 @@ class HFRolloutServer:
             input_ids[row, width - len(request.prompt_ids) :] = torch.tensor(request.prompt_ids)
             attention_mask[row, width - len(request.prompt_ids) :] = 1
         do_sample = temperature > 0
+        prompts = [r.prompt_ids for r in batch]
+        reused = None
+        if self.prefix_cache is not None:
+            reused = self.prefix_cache.batch_cache(prompts, width, like=next(self.model.parameters()))
         out = self.model.generate(
             input_ids=input_ids.to(self.device),
             attention_mask=attention_mask.to(self.device),
+            past_key_values=reused,
             max_new_tokens=max(r.max_tokens for r in batch),
             do_sample=do_sample,
             temperature=temperature if do_sample else None,
@@ -212,6 +223,9 @@ class HFRolloutServer:
                     extra_fields={"global_steps": self.global_steps, "weight_version": self.weight_version},
                 )
             )
+        if self.prefix_cache is not None:  # a row's cache covers its prompt and all but the last response token
+            sequences = [r.prompt_ids + o.token_ids[:-1] for r, o in zip(batch, results, strict=True)]
+            self.prefix_cache.store(out.past_key_values, sequences, [width - len(p) for p in prompts])
         return results
 
     async def update_weights(
@@ -249,6 +263,7 @@ class HFRolloutServer:
                     target.copy_(tensor.to(target.device, target.dtype))
             self.global_steps = global_steps
             self.weight_version += 1
+            await self.clear_kv_cache()  # keys and values of the old weights
             return len(state_dict)
 
     def _wrap_with_lora(self, peft_config: dict[str, Any]) -> None:
@@ -265,15 +280,16 @@ class HFRolloutServer:
     async def get_weight_version(self) -> int:
         return self.weight_version
 
-    # verl drives every rollout server through these; a HF model keeps no KV cache between
-    # calls and stays resident, so there is nothing to free, resume or abort.
+    async def clear_kv_cache(self):
+        if self.prefix_cache is not None:
+            self.prefix_cache.clear()
+
+    # verl drives every rollout server through these; the model stays resident and each request is served whole, so
+    # there is nothing to free, resume or abort.
     async def wake_up(self):
         pass
 
     async def sleep(self):
-        pass
-
-    async def clear_kv_cache(self):
         pass
 
     async def release_kv_cache(self):

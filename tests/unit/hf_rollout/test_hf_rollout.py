@@ -546,3 +546,89 @@ def test_cancelled_request_does_not_strand_its_batch(make_server):
 
     output = asyncio.run(scenario())
     assert 1 <= len(output.token_ids) <= RESPONSE_LENGTH
+
+
+# --- 6. prefix caching: the next turn of a conversation prefills only its new tokens ----------------------
+
+
+def prefill_widths(server: HFRolloutServer) -> list[int]:
+    """The number of tokens of every forward pass that reads more than one (the prefills)."""
+    widths: list[int] = []
+
+    def hook(_module, args, kwargs):
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        if ids is not None and ids.shape[1] > 1:
+            widths.append(ids.shape[1])
+
+    server.model.register_forward_pre_hook(hook, with_kwargs=True)
+    return widths
+
+
+def next_turn(prompt: list[int], output, feedback: list[int]) -> list[int]:
+    """The conversation so far, as an agent loop sends it: the prompt, the answer as generated, the feedback."""
+    return prompt + output.token_ids + feedback
+
+
+def test_a_continued_conversation_reuses_its_cache_and_matches_a_cache_free_pass(make_server, model_dir):
+    server = make_server()
+    widths = prefill_widths(server)
+    model = load_model(model_dir)
+    first = prompts(3, 9, 5, seed=11)
+    feedback = [7, 8, 9]
+    params = {**GREEDY, "max_tokens": 4, "logprobs": True}
+
+    async def scenario():
+        turn1 = await gather(server, [(p, params) for p in first])
+        second = [next_turn(p, o, feedback) for p, o in zip(first, turn1, strict=True)]
+        stranger = prompts(6, seed=12)[0]  # a new conversation in the same batch: it is prefilled whole
+        turn2 = await gather(server, [(p, params) for p in [*second, stranger]])
+        return second, stranger, turn2
+
+    second, stranger, turn2 = asyncio.run(scenario())
+
+    assert len(widths) == 2 and widths[0] == max(map(len, first))
+    # every row keeps at least as many new tokens as the stranger's whole prompt; the rest came from the cache
+    assert widths[1] == len(stranger) < max(map(len, second))
+    for prompt, out in zip([*second, stranger], turn2, strict=True):
+        assert out.token_ids == greedy_reference(model, prompt, 4, server.eos_ids)
+        torch.testing.assert_close(torch.tensor(out.log_probs), teacher_forced_logprobs(model, prompt, out.token_ids),
+                                   atol=ATOL, rtol=0)  # fmt: skip
+
+
+def test_new_weights_empty_the_cache(make_server, model_dir):
+    server = make_server()
+    widths = prefill_widths(server)
+    new_model = load_model(model_dir)
+    with torch.no_grad():
+        new_model.model.norm.weight.mul_(3.0)
+    new_weights = {name: tensor.clone() for name, tensor in new_model.state_dict().items()}
+    params = {**GREEDY, "max_tokens": 4, "logprobs": True}
+    prompt = prompts(8, seed=13)[0]
+
+    async def scenario():
+        (turn1,) = await gather(server, [(prompt, params)])
+        await server.update_weights(new_weights)
+        follow = next_turn(prompt, turn1, [5])
+        (turn2,) = await gather(server, [(follow, params)])
+        return follow, turn2
+
+    follow, turn2 = asyncio.run(scenario())
+    assert widths == [len(prompt), len(follow)]  # the second turn was read whole, under the new weights
+    expected = teacher_forced_logprobs(new_model, follow, turn2.token_ids)
+    torch.testing.assert_close(torch.tensor(turn2.log_probs), expected, atol=ATOL, rtol=0)
+
+
+def test_without_prefix_caching_every_turn_is_read_whole(make_server):
+    server = make_server(prefix_caching=False)
+    widths = prefill_widths(server)
+    prompt = prompts(8, seed=14)[0]
+
+    async def scenario():
+        (turn1,) = await gather(server, [(prompt, {**GREEDY, "max_tokens": 4})])
+        follow = next_turn(prompt, turn1, [5])
+        await gather(server, [(follow, {**GREEDY, "max_tokens": 4})])
+        return follow
+
+    follow = asyncio.run(scenario())
+    assert widths == [len(prompt), len(follow)]
+    assert server.prefix_cache is None

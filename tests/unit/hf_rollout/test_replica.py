@@ -47,7 +47,14 @@ def test_replica_and_adapter_agree_on_the_server_name():
 
 def rollout_config(**overrides) -> NS:
     sizes = {"tensor_model_parallel_size": 1, "data_parallel_size": 1, "pipeline_model_parallel_size": 1}
-    fields = {"prompt_length": 16, "response_length": 8, "max_num_seqs": 4, "seed": 10, "dtype": "float32"}
+    fields = {
+        "prompt_length": 16,
+        "response_length": 8,
+        "max_num_seqs": 4,
+        "seed": 10,
+        "dtype": "float32",
+        "enable_prefix_caching": False,
+    }
     return NS(**{**sizes, **fields, **overrides})
 
 
@@ -133,6 +140,7 @@ def test_launch_starts_one_server_beside_its_worker_on_the_workers_devices(fake_
         "max_num_seqs": 4,
         "seed": 12,  # each replica samples with its own seed
         "dtype": "float32",
+        "prefix_caching": False,  # rollout.enable_prefix_caching
     }
     assert made.servers == [actor.handle] and made.server_handle is actor.handle
     assert made.server_address == server_name(2)
