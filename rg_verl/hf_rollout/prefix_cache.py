@@ -55,7 +55,9 @@ class PrefixCache:
         best, best_length = None, 0
         for key in self._entries:
             length = min(len(key), len(prompt_ids) - 1)
-            if length > best_length and tuple(prompt_ids[: len(key)]) == key:
+            if length <= best_length or len(key) > len(prompt_ids) or prompt_ids[len(key) - 1] != key[-1]:
+                continue  # the last token's check rules out most entries before the whole comparison
+            if tuple(prompt_ids[: len(key)]) == key:
                 best, best_length = key, length
         return best, best_length
 

@@ -263,7 +263,7 @@ class HFRolloutServer:
                     target.copy_(tensor.to(target.device, target.dtype))
             self.global_steps = global_steps
             self.weight_version += 1
-            await self.clear_kv_cache()  # keys and values of the old weights
+            self._forget_cached()  # keys and values of the old weights
             return len(state_dict)
 
     def _wrap_with_lora(self, peft_config: dict[str, Any]) -> None:
@@ -281,6 +281,10 @@ class HFRolloutServer:
         return self.weight_version
 
     async def clear_kv_cache(self):
+        async with self._lock:  # not while a batch reads or fills the cache
+            self._forget_cached()
+
+    def _forget_cached(self) -> None:
         if self.prefix_cache is not None:
             self.prefix_cache.clear()
 

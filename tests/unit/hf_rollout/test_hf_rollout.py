@@ -632,3 +632,19 @@ def test_without_prefix_caching_every_turn_is_read_whole(make_server):
     follow = asyncio.run(scenario())
     assert widths == [len(prompt), len(follow)]
     assert server.prefix_cache is None
+
+
+def test_clear_kv_cache_empties_the_cache(make_server):
+    server = make_server()
+    widths = prefill_widths(server)
+    prompt = prompts(8, seed=15)[0]
+
+    async def scenario():
+        (turn1,) = await gather(server, [(prompt, {**GREEDY, "max_tokens": 4})])
+        await server.clear_kv_cache()  # verl's call, e.g. before a validation pass
+        follow = next_turn(prompt, turn1, [5])
+        await gather(server, [(follow, {**GREEDY, "max_tokens": 4})])
+        return follow
+
+    follow = asyncio.run(scenario())
+    assert widths == [len(prompt), len(follow)]
