@@ -31,10 +31,10 @@ pytestmark = pytest.mark.slow
 STEPS = 16
 HELD_OUT = "val-aux/reasoning_gym/letter_counting/accuracy/mean@4"
 TRAIN = "train/reasoning_gym/letter_counting/accuracy"
-# Measured over 9 seed sets (0-8), a GRPO and a negated run each, all from one warm-started model:
-#   held-out accuracy before the first step  0.129 to 0.211 (either run)
-#   GRPO after 16 steps                       0.484 to 0.570: gains +0.296 to +0.414 (mean +0.38)
-#   negated GRPO after 16 steps               0.000 in all 9: no right answer left
+# Measured at lr 1e-3 over 8 seed sets (0-7) of GRPO and 4 (0-3) of the negated run, all from one warm-started model:
+#   held-out accuracy before the first step  0.141 to 0.199 (either run)
+#   GRPO after 16 steps                       0.543 to 0.562: gains +0.35 to +0.41 (mean +0.38)
+#   negated GRPO after 16 steps               0.000 in all 4: no right answer left
 # The same model's step-0 accuracy differs by up to 0.04 between the GRPO and the negated run of one seed set
 # (validation samples at temperature 1, and the hf rollout batches requests as they arrive).
 MIN_GAIN = 0.2
