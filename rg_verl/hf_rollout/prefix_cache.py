@@ -21,12 +21,14 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
+from rg_verl.hf_rollout.kv_cache import GrowingCache, GrowingLayer
+
 MAX_BYTES = 1 << 30
 
 
 def plain_layers(cache: DynamicCache) -> bool:
     """Whether every layer keeps all its tokens (a sliding-window layer drops old ones and cannot be reused)."""
-    return all(type(layer) is DynamicLayer for layer in cache.layers)
+    return all(type(layer) in (DynamicLayer, GrowingLayer) for layer in cache.layers)
 
 
 class PrefixCache:
@@ -61,7 +63,7 @@ class PrefixCache:
                 best, best_length = key, length
         return best, best_length
 
-    def batch_cache(self, prompts: list[list[int]], width: int, like: torch.Tensor) -> DynamicCache | None:
+    def batch_cache(self, prompts: list[list[int]], width: int, like: torch.Tensor) -> GrowingCache | None:
         """The cache for a left-padded batch of ``width`` columns, or None when no row can use one.
 
         ``like`` is a tensor of the model's dtype and device (its cached keys are made alike).
@@ -80,7 +82,7 @@ class PrefixCache:
                 data[:, :, row, :, cached - take :] = self._entries[key][:, :, :, :take]
         for key in {key for key, _ in found if key is not None}:
             self._drop(key)  # each request stores its longer sequence after generating
-        return DynamicCache(ddp_cache_data=[(data[i, 0], data[i, 1]) for i in range(layers)])
+        return GrowingCache(ddp_cache_data=[(data[i, 0], data[i, 1]) for i in range(layers)])
 
     def store(self, cache: DynamicCache, sequences: list[list[int]], starts: list[int]) -> None:
         """Keep row r's keys and values for ``sequences[r]``, which starts at column ``starts[r]`` of ``cache``."""

@@ -25,6 +25,7 @@ from verl.utils.device import get_device_name
 from verl.workers.rollout.replica import TokenOutput
 
 from rg_verl.generation import eos_token_ids, response_length
+from rg_verl.hf_rollout.kv_cache import GrowingCache, growing_cache_for
 from rg_verl.hf_rollout.prefix_cache import PrefixCache
 from rg_verl.vocab import PEFT_PREFIX
 
@@ -109,6 +110,9 @@ class HFRolloutServer:
         self.response_length = response_length
         self.max_num_seqs = max_num_seqs
         self.prefix_cache = PrefixCache() if prefix_caching else None
+        # None: the model has sliding-window layers and keeps transformers' default cache
+        empty = growing_cache_for(self.model.config)
+        self._cache_layers = len(empty.layers) if empty is not None else None
         self.global_steps: int | None = None
         self.weight_version = 0
         self._pending: dict[tuple, list[_Request]] = {}
@@ -188,14 +192,19 @@ class HFRolloutServer:
             attention_mask[row, width - len(request.prompt_ids) :] = 1
         do_sample = temperature > 0
         prompts = [r.prompt_ids for r in batch]
-        reused = None
+        cache = None
         if self.prefix_cache is not None:
-            reused = self.prefix_cache.batch_cache(prompts, width, like=next(self.model.parameters()))
+            cache = self.prefix_cache.batch_cache(prompts, width, like=next(self.model.parameters()))
+        if cache is None and self._cache_layers is not None:
+            cache = GrowingCache(num_layers=self._cache_layers)
+        max_new_tokens = max(r.max_tokens for r in batch)
+        if cache is not None:
+            cache.reserve(width + max_new_tokens)  # its buffers are allocated once (or once more, after a reuse)
         out = self.model.generate(
             input_ids=input_ids.to(self.device),
             attention_mask=attention_mask.to(self.device),
-            past_key_values=reused,
-            max_new_tokens=max(r.max_tokens for r in batch),
+            past_key_values=cache,
+            max_new_tokens=max_new_tokens,
             do_sample=do_sample,
             temperature=temperature if do_sample else None,
             top_p=top_p if do_sample else None,

@@ -1,0 +1,87 @@
+"""A key/value cache for ``generate`` that appends in place instead of copying itself every step.
+
+transformers' ``DynamicCache`` grows each layer by ``torch.cat``: every decoding step copies the whole cache of
+every layer, so a step costs more the longer the context is. :class:`GrowingCache` keeps each layer's keys and
+values in a buffer with room to spare, writes each step's new tokens into it, and hands attention a view of the
+filled part. The values are the same; only the copies are gone. A caller that knows how long the sequences will
+get (``generate``'s prompt width plus ``max_new_tokens``) reserves that much, and the buffers are allocated once;
+otherwise a full buffer is replaced by one of twice its tokens plus :data:`ROOM`.
+
+It is a ``DynamicCache`` to everything that reads one (``generate``, the masks, :mod:`.prefix_cache`): ``keys``
+and ``values`` are always the filled part, shaped (batch, kv_heads, tokens, head_dim). An operation that replaces
+them (``crop``, beam search's reordering) is followed by a fresh buffer at the next append.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import DynamicCache
+from transformers.cache_utils import Cache, DynamicLayer
+
+ROOM = 256
+
+
+class GrowingLayer(DynamicLayer):
+    """One layer's keys and values in a preallocated buffer; ``keys``/``values`` view its filled part."""
+
+    def __init__(self):
+        super().__init__()
+        self.reserved = 0  # tokens the next allocation makes room for at least
+        self._buffers: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        start = self.get_seq_length()
+        end = start + key_states.shape[-2]
+        if not self._holds_views() or end > self._buffers[0].shape[-2]:
+            self._reallocate(key_states, value_states, room=max(self.reserved, end + ROOM, 2 * start))
+        keys, values = self._buffers
+        keys[..., start:end, :] = key_states
+        values[..., start:end, :] = value_states
+        self.keys, self.values = keys[..., :end, :], values[..., :end, :]
+        return self.keys, self.values
+
+    def _holds_views(self) -> bool:
+        """Whether ``keys``/``values`` are still this layer's views (an outside operation may have replaced them)."""
+        if self._buffers is None:
+            return False
+        return all(
+            view.data_ptr() == buffer.data_ptr() and view.shape[:2] == buffer.shape[:2]
+            for view, buffer in zip((self.keys, self.values), self._buffers, strict=True)
+        )
+
+    def _reallocate(self, key_states: torch.Tensor, value_states: torch.Tensor, room: int) -> None:
+        """Fresh buffers of ``room`` tokens holding what the layer has so far."""
+        buffers = []
+        for held, new in ((self.keys, key_states), (self.values, value_states)):
+            batch, heads, _, head_dim = new.shape
+            buffer = new.new_empty((batch, heads, room, head_dim))
+            if held.numel():
+                buffer[..., : held.shape[-2], :] = held
+            buffers.append(buffer)
+        self._buffers = (buffers[0], buffers[1])
+
+
+class GrowingCache(DynamicCache):
+    """A ``DynamicCache`` of :class:`GrowingLayer` (full-attention models only: no sliding-window layers)."""
+
+    def __init__(self, ddp_cache_data: list[tuple[torch.Tensor, torch.Tensor]] | None = None, num_layers: int = 0):
+        layers = [GrowingLayer() for _ in range(len(ddp_cache_data) if ddp_cache_data else num_layers)]
+        Cache.__init__(self, layers=layers)
+        for layer, (keys, values) in zip(layers, ddp_cache_data or (), strict=False):
+            layer.update(keys, values)
+
+    def reserve(self, tokens: int) -> None:
+        """Make room for ``tokens`` per row at the next allocation (which then is the last one)."""
+        for layer in self.layers:
+            layer.reserved = tokens
+
+
+def growing_cache_for(config) -> GrowingCache | None:
+    """An empty :class:`GrowingCache` for a model whose default cache is all plain ``DynamicLayer``s (every layer
+    attends to all earlier tokens); None for one with sliding-window, chunked or shared layers."""
+    layers = DynamicCache(config=config).layers  # transformers' own choice of layer kinds for this model
+    if not layers or any(type(layer) is not DynamicLayer for layer in layers):
+        return None
+    return GrowingCache(num_layers=len(layers))
