@@ -25,6 +25,7 @@ from verl.utils.device import get_device_name
 from verl.workers.rollout.replica import TokenOutput
 
 from rg_verl.generation import eos_token_ids, response_length
+from rg_verl.hf_rollout.attention import attention_for
 from rg_verl.hf_rollout.kv_cache import GrowingCache, growing_cache_for
 from rg_verl.hf_rollout.prefix_cache import PrefixCache
 from rg_verl.vocab import PEFT_PREFIX
@@ -97,7 +98,7 @@ class HFRolloutServer:
         self.device = torch.device(get_device_name())
         torch.manual_seed(seed)
         self.model = AutoModelForCausalLM.from_pretrained(
-            model_path, dtype=getattr(torch, dtype), attn_implementation="sdpa"
+            model_path, dtype=getattr(torch, dtype), attn_implementation=attention_for(self.device)
         ).to(self.device)
         self.model.eval()
         self.eos_ids = frozenset(eos_token_ids(self.model))
