@@ -104,8 +104,8 @@ def _fmt(value, percent: bool = True) -> str:
     return f"{value:.1f}" if isinstance(value, float) else str(value)
 
 
-def _columns(k_values: Sequence[int]) -> list[tuple[str, str, bool]]:
-    """(header, metric key, shown as a percentage)."""
+def _columns(k_values: Sequence[int], max_turns: int = 0) -> list[tuple[str, str, bool]]:
+    """(header, metric key, shown as a percentage); with retry episodes of ``max_turns`` tries, their columns too."""
     columns = [
         ("items", "num_items", False),
         ("mean score", "mean_score", True),
@@ -121,6 +121,9 @@ def _columns(k_values: Sequence[int]) -> list[tuple[str, str, bool]]:
         ("revised", "revision_rate", True),
         ("self-corr.", "self_correction_rate", True),
     ]
+    if max_turns:
+        columns.append(("turns", "mean_turns", False))
+        columns += [(f"@turn{j}", f"success@turn{j}", True) for j in range(1, max_turns + 1)]
     return columns
 
 
@@ -137,7 +140,12 @@ def _table(rows: list[tuple[str, dict]], columns: list[tuple[str, str, bool]], f
 def summary_markdown(results: dict, config: EvalConfig) -> str:
     """summary.md: the run's settings, an overall table of categories, then one table per category."""
     k_values = config.k_values or [1]
-    columns = _columns(k_values)
+    max_turns = config.retry.max_turns if config.retry is not None else 0
+    columns = _columns(k_values, max_turns)
+    turns_note = ""
+    if max_turns:
+        turns_note = (f" Retry episodes of up to {max_turns} tries: `turns` is the mean number of tries, `@turn<j>` "
+                      "the share of episodes right by their j-th try (success@turn-j).")  # fmt: skip
     lines = [
         f"# Evaluation: {config.name}",
         "",
@@ -147,7 +155,7 @@ def summary_markdown(results: dict, config: EvalConfig) -> str:
         f"- scoring mode: {config.scoring_mode} (accuracy, pass@k and maj@k); strict and lenient accuracy side by side",
         "",
         "Percentages except `items` and `tokens` (mean response length in tokens). `revised`: share of "
-        "completions that changed their answer; `self-corr.`: share of those that fixed a wrong answer.",
+        "completions that changed their answer; `self-corr.`: share of those that fixed a wrong answer." + turns_note,
         "",
         "## Overall",
         "",

@@ -103,7 +103,6 @@ def score_item(
 ) -> dict:
     """The items.jsonl record of one item: every completion (or retry episode, scored by its last try and
     discounted as in training, its tries kept in ``tries``) scored by ``rg_verl.reward.compute_score``."""
-    strict = config.scoring_mode == "strict"
     scored = []
     for completion in completions:
         extra, record = None, {}
@@ -115,11 +114,11 @@ def score_item(
         parts = score_text(item, completion.text, config, extra)
         scored.append(
             {
-                "model_answer": reward.response_answer(completion.text, item["data_source"], strict=strict),
+                # the reward's answer under the scoring mode, read after a thinking template's opening <think>
+                "model_answer": parts["pred"] or None,
                 "full_model_response": completion.text,
                 "score": parts["score"],
                 "num_tokens": completion.num_tokens,
-                # "pred" is model_answer again, with "" for none
                 **{key: value for key, value in parts.items() if key not in ("score", "pred")},
                 **record,
             }

@@ -116,6 +116,17 @@ def test_hf_backend_conditions_on_the_chat_template_ids(tiny_model):
     assert list(greedy.token_ids) == direct[0, len(ids) :].tolist()[: len(greedy.token_ids)]
 
 
+def test_hf_backend_passes_the_chat_template_arguments(tiny_model):
+    config = small_config(model_path=str(tiny_model), device="cpu", chat_template_kwargs={"greeting": "hello there"})
+    backend = BACKENDS["hf"](parse_config(config))
+    backend.tokenizer.chat_template = "{{ greeting }}: {% for m in messages %}{{ m['content'] }}{% endfor %}"
+    messages = [{"role": "user", "content": "what is 2 + 2?"}]
+    ids = backend.prompt_ids(messages)
+    assert backend.tokenizer.decode(ids) == "hello there: what is 2 + 2?"
+    (completion,) = backend.generate([messages], 1, Sampling(max_tokens=2, temperature=0.0, top_p=1.0))[0]
+    assert list(completion.prompt_token_ids) == ids  # what it generated from
+
+
 def test_vllm_backend_gives_token_ids_per_request_seeds_and_template_kwargs(monkeypatch):
     import sys
     import types

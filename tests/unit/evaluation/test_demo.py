@@ -133,3 +133,29 @@ def test_bad_arguments_are_usage_errors(capsys):
             parse_args(["model", *bad])
         assert info.value.code == 2
     assert "--seed must be in [0, 999999999]" in capsys.readouterr().err
+
+
+def test_the_demo_passes_template_arguments_and_reads_the_answer_after_the_templates_tag(tmp_path, monkeypatch):
+    from transformers import AutoTokenizer
+
+    from rg_verl.evaluation import demo
+    from rg_verl.evaluation.backends.hf import HFBackend
+    from rg_verl.tiny_model import build_tiny_model
+
+    path = build_tiny_model(tmp_path / "model", hidden_size=32, num_layers=1, thinking_template=True)
+    prompts, seen = [], {}
+    real_prompt_ids, real_run_demo = HFBackend.prompt_ids, demo.run_demo
+    monkeypatch.setattr(
+        HFBackend, "prompt_ids", lambda self, m: prompts.append(real_prompt_ids(self, m)) or prompts[-1]
+    )
+    monkeypatch.setattr(demo, "run_demo", lambda *args, **kw: seen.update(kw) or real_run_demo(*args, **kw))
+    monkeypatch.setattr(sys, "stdin", io.StringIO("what is 2+2?\n"))
+    argv = [str(path), "--max-tokens", "2", "--device", "cpu", "--chat-template-kwargs", '{"enable_thinking": false}']
+    assert demo.main(argv) == 0
+    empty_block = "<think>\n\n</think>\n\n"
+    assert AutoTokenizer.from_pretrained(path).decode(prompts[0]).endswith("assistant\n" + empty_block)
+    assert seen["response_prefix"] == empty_block
+    # with the block the template opened, a response that only closes it has its think part and answer
+    out = io.StringIO()
+    run_demo(["what is 2+2?\n"], out, lambda m: "adding up</think>\n<answer>4</answer>", response_prefix="<think>\n")
+    assert "--- think\nadding up" in out.getvalue() and "--- answer\n4" in out.getvalue()

@@ -103,6 +103,11 @@ def test_a_run_records_every_try_and_reports_success_at_each_turn_and_resumes(tm
     metrics = json.loads((items_file.parent / "results.json").read_text())["metrics"]
     assert metrics["mean_turns"] == 2.0 and metrics["accuracy"] == 1.0 and metrics["mean_score"] == 0.5
     assert (metrics["success@turn1"], metrics["success@turn2"], metrics["success@turn3"]) == (0.0, 1.0, 1.0)
+    header, _, *rows = (
+        (items_file.parent / "summary.md").read_text().split("## Overall")[1].split("\n\n")[1].splitlines()
+    )
+    assert header.endswith("| turns | @turn1 | @turn2 | @turn3 |")
+    assert rows[-1].endswith("| 2.0 | 0.0 | 100.0 | 100.0 |")  # the **all** row
 
 
 def test_retry_settings_are_checked_and_are_part_of_a_runs_fingerprint(tmp_path):

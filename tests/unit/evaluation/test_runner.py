@@ -44,6 +44,25 @@ def test_strict_and_lenient_on_crafted_completions(tmp_path, monkeypatch):
     assert m["accuracy"] == pytest.approx(0.25) and m["accuracy_lenient"] == pytest.approx(0.75)
 
 
+def test_a_thinking_templates_responses_are_voted_on_by_the_answer_the_reward_reads(tmp_path):
+    """The template opens <think>, so the model writes the rest of the block: strict scoring, the format rate and
+    the majority vote all read the answer after the template's tag."""
+    config = parse_config(small_config(output_dir=str(tmp_path), eval_repeats=3, k_values=[1, 3],
+                                       scoring_mode="strict", response_prefix="<think>\n"))  # fmt: skip
+    script = [
+        lambda a: f"easy</think><answer>{a}</answer>",
+        lambda a: f"easy</think><answer>{a}</answer>",
+        lambda a: "hmm</think><answer>zzz</answer>",
+    ]
+    backend = ScriptedBackend(answers_by_question(config), script=lambda answer, j: script[j](answer))
+    run_dir = evaluate(config, backend=backend)
+    m = json.loads((run_dir / "results.json").read_text())["metrics"]
+    assert m["accuracy"] == pytest.approx(2 / 3) and m["format_rate"] == 1.0
+    assert m["maj@3"] == 1.0  # two of three vote for the right answer
+    records = [json.loads(line) for line in (run_dir / "items.jsonl").read_text().splitlines()]
+    assert {c["model_answer"] for r in records for c in r["completions"]} >= {"zzz"}
+
+
 def test_gsm8k_and_math_files_are_evaluated_row_by_row_with_math_verify(tmp_path, math_data):
     gsm8k = {"format": "gsm8k", "eval": str(math_data / "gsm8k/train.parquet")}
     math = {"format": "math", "eval": str(math_data / "math/train.jsonl")}

@@ -50,12 +50,12 @@ class ScriptedServer:
         return TokenOutput(token_ids=ids, log_probs=[-0.5] * len(ids))
 
 
-def run_episode(tokenizer, item, texts, max_turns=3):
+def run_episode(tokenizer, item, texts, max_turns=3, data=None):
     config = OmegaConf.create({
         "actor_rollout_ref": {"rollout": {"prompt_length": 512, "response_length": RESPONSE_LENGTH}},
         "reward": {"custom_reward_function": {"reward_kwargs": {"mode": "lenient", "terms": {"format": 0.5}}}},
         "retry": {"max_turns": max_turns, "feedback": FEEDBACK, "discount": 0.5},
-        "data": {},
+        "data": data or {},
     })  # fmt: skip
     server = ScriptedServer(tokenizer, texts)
 
@@ -71,6 +71,24 @@ def run_episode(tokenizer, item, texts, max_turns=3):
 
 def answer(value) -> str:
     return f"<think>adding</think><answer>{value}</answer>"
+
+
+def test_the_runs_chat_template_arguments_shape_every_tries_prompt_ids(tmp_path, item):
+    """data.apply_chat_template_kwargs reach the ids the rollout gets: with enable_thinking=false a thinking
+    template opens every assistant turn with an empty think block, the first try's and the retry's."""
+    path = build_tiny_model(tmp_path / "model", hidden_size=32, num_layers=1, thinking_template=True)
+    thinking = AutoTokenizer.from_pretrained(path)
+    wrong = answer(int(item["reward_model"]["ground_truth"]) + 1)
+    data = {"apply_chat_template_kwargs": {"enable_thinking": False}}
+    _, server = run_episode(thinking, item, [wrong, wrong], max_turns=2, data=data)
+    (first, _), (second, _) = server.requests
+    assert first == thinking.apply_chat_template(item["raw_prompt"], add_generation_prompt=True, tokenize=True,
+                                                 return_dict=False, enable_thinking=False)  # fmt: skip
+    empty_block = "assistant\n<think>\n\n</think>\n\n"
+    assert thinking.decode(first).endswith(empty_block) and thinking.decode(second).endswith(empty_block)
+    _, server = run_episode(thinking, item, [wrong, wrong], max_turns=2)  # the template's default: thinking on
+    assert not thinking.decode(server.requests[1][0]).endswith(empty_block)
+    assert thinking.decode(server.requests[1][0]).endswith("assistant\n<think>\n")
 
 
 def test_a_wrong_then_right_episode_shows_the_feedback_and_trains_only_the_models_tokens(tokenizer, item):

@@ -357,14 +357,27 @@ def test_a_prefilled_think_block_counts_for_the_format():
                   reference_terms=both)["term/reference_format"] == 1.0  # fmt: skip
 
 
-@given(st.one_of(st.text(max_size=40), tag_soup), st.sampled_from(["<think>\n", "<think>\n\n</think>\n\n"]))
-@settings(max_examples=60)
-def test_property_a_prefix_scores_as_if_the_model_had_written_it(text, prefix):
+@given(
+    st.one_of(st.text(max_size=40), tag_soup),
+    st.sampled_from(["<think>\n", "<think>\n\n</think>\n\n"]),
+    st.sampled_from(["strict", "lenient"]),
+)
+@settings(max_examples=80)
+def test_property_a_prefix_scores_as_if_the_model_had_written_it(text, prefix, mode):
     entry = _entry("chain_sum")
-    keys = ("score", "correct_strict", "correct_lenient", "format_ok", "revised", "pred")
-    prefixed = _score("chain_sum", entry, text, response_prefix=prefix, terms={"format": 0.5})
-    written = _score("chain_sum", entry, prefix + text, response_prefix="", terms={"format": 0.5})
+    keys = ("score", "correct_strict", "correct_lenient", "format_ok", "revised", "self_corrected", "pred")
+    prefixed = _score("chain_sum", entry, text, response_prefix=prefix, mode=mode, terms={"format": 0.5})
+    written = _score("chain_sum", entry, prefix + text, response_prefix="", mode=mode, terms={"format": 0.5})
     assert {k: prefixed[k] for k in keys} == {k: written[k] for k in keys}
+
+
+def test_a_prefilled_think_block_revised_to_the_right_answer_is_self_corrected_in_strict_mode():
+    entry = _entry("chain_sum")
+    wrong = int(entry["answer"]) + 1
+    written = f"<answer>{wrong}</answer> no, check again</think>\n<answer>{entry['answer']}</answer>"
+    prefixed = _score("chain_sum", entry, written, response_prefix="<think>\n", mode="strict")
+    assert prefixed["score"] == 1.0 and prefixed["revised"] == 1.0 and prefixed["self_corrected"] == 1.0
+    assert _score("chain_sum", entry, written, response_prefix="", mode="strict")["score"] == 0.0
 
 
 def test_auto_reads_the_prefix_off_the_tokenizer_and_counts_only_the_models_tokens(tmp_path):
