@@ -28,6 +28,7 @@ from tqdm.auto import tqdm
 
 from rg_verl import reward
 from rg_verl.atomic import write_atomic
+from rg_verl.chat_template import AUTO
 from rg_verl.data.files import check_sources
 from rg_verl.data.reference_questions import training_questions
 from rg_verl.evaluation.backends import Backend, Completion, Sampling, create_backend
@@ -73,6 +74,17 @@ def prefix_tokenizer(config: EvalConfig) -> str | None:
     if config.backend == "openai" and not os.path.isdir(os.path.expanduser(config.model_path)):
         return None
     return config.model_path
+
+
+def warn_unread_prefix(config: EvalConfig) -> None:
+    """``response_prefix: auto`` with a served model: its template cannot be read, so no prefix is assumed."""
+    if config.response_prefix == AUTO and prefix_tokenizer(config) is None:
+        logger.warning(
+            "response_prefix: auto cannot read the chat template of the served model %r (model_path is not a local "
+            "folder), so responses are judged as written. For a thinking model whose template opens the answer "
+            "with <think>, set response_prefix to that text (e.g. '<think>\\n'), or model_path to its local folder.",
+            config.model_path,
+        )
 
 
 def score_text(item: dict, text: str, config: EvalConfig, extra_info: dict | None = None) -> dict:
@@ -306,6 +318,7 @@ def evaluate(config: EvalConfig, *, resume: bool = False, backend: Backend | Non
     check_files(config)
     if backend is None:
         check_runtime(config)
+    warn_unread_prefix(config)
     datasets = eval_datasets(config)
     training = reference_training(config, datasets)
     run_dir, created = _start_run(config, datasets, resume)

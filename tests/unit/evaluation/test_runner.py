@@ -218,3 +218,13 @@ def test_an_openai_run_killed_mid_way_against_a_flaky_server_resumes_with_every_
     assert all(c["accuracy"] == 1.0 for record in records for c in record["completions"])
     assert server.failed["errors"] > 0 and server.failed["drops"] > 0  # the flaky server did fail requests
     assert json.loads((tmp_path / "run" / "results.json").read_text())["metrics"]["num_items"] == 16
+
+
+def test_a_served_model_whose_template_cannot_be_read_is_named_with_the_fix(tmp_path, caplog):
+    served = {"backend": "openai", "model_path": "my-served-model", "base_url": "http://localhost:1/v1"}
+    for prefix, warned in (("auto", True), ("<think>\n", False)):
+        config = parse_config(small_config(output_dir=str(tmp_path / prefix.strip()), response_prefix=prefix, **served))
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="rg_verl.evaluation.runner"):
+            evaluate(config, backend=ScriptedBackend(answers_by_question(config)))
+        assert ("'my-served-model'" in caplog.text and "set response_prefix" in caplog.text) is warned
