@@ -5,6 +5,12 @@ Both decide where a response ends the same way: the end-of-sequence ids of the m
 tokens up to and including the first of them. ``model.generate`` pads a finished row of a batch up to
 the longest one, so the tokens after that first end-of-sequence token are padding, not response.
 
+Both also sample with exactly the settings they are given: :func:`plain_generation_config` drops the sampling
+defaults a model folder's ``generation_config.json`` carries (a ``repetition_penalty``, ``top_k``, ``top_p``),
+which ``model.generate`` would otherwise merge in. vLLM applies none of them when handed explicit
+``SamplingParams`` (the evaluator's ``vllm`` backend), and neither does verl's rollout, so a number measured
+on the CPU with transformers and one measured on a GPU with vLLM come from the same sampling.
+
 >>> response_length([5, 7, 2, 0, 0], {2})
 3
 >>> response_length([5, 7], {2})
@@ -17,7 +23,10 @@ from collections.abc import Collection, Sequence
 from types import SimpleNamespace
 from typing import Any
 
-__all__ = ["batch_seed", "eos_token_ids", "response_length", "saved_eos_token_ids"]
+__all__ = ["batch_seed", "eos_token_ids", "plain_generation_config", "response_length", "saved_eos_token_ids"]
+
+# the fields of a generation config that name tokens; every other field is a sampling or search default
+TOKEN_FIELDS = ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id")
 
 
 def batch_seed(seed: int, number: int) -> int:
@@ -70,6 +79,19 @@ def saved_eos_token_ids(model_path: str, tokenizer: Any = None) -> tuple[int, ..
     except (OSError, ValueError):
         config = SimpleNamespace(eos_token_id=None)
     return eos_token_ids(SimpleNamespace(generation_config=generation, config=config), tokenizer)
+
+
+def plain_generation_config(model: Any) -> None:
+    """Replace ``model.generation_config`` by one that keeps only its token ids (:data:`TOKEN_FIELDS`).
+
+    ``model.generate`` fills every setting its caller leaves unset from ``model.generation_config``; a folder
+    whose ``generation_config.json`` says ``repetition_penalty: 1.1`` would then sample differently here than on
+    vLLM or in verl's rollout, which apply only the settings they are passed.
+    """
+    from transformers import GenerationConfig
+
+    current = model.generation_config
+    model.generation_config = GenerationConfig(**{k: getattr(current, k, None) for k in TOKEN_FIELDS})
 
 
 def response_length(tokens: Sequence[int], eos_ids: Collection[int]) -> int:

@@ -201,7 +201,9 @@ class EvalConfig:
         "(see Multi-turn episodes); none: one answer per completion",
         parse=lambda where, value: None if value is None else parse_section(RetryConfig, value, where),
     )
-    temperature: float = option(0.6, "sampling temperature; 0 is greedy", low=0.0, high=100.0)
+    temperature: float = option(
+        0.6, "sampling temperature, in [0, 2] (vLLM's own limits); 0 is greedy", low=0.0, high=2.0
+    )
     top_p: float = option(0.9, "nucleus sampling mass, in (0, 1]", parse=partial(above_zero, high=1.0))
     dtype: str = option("auto", "weights dtype of the local backends", choices=DTYPES, noun="dtype")
     developer_prompt: str | None = option(

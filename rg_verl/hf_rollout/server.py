@@ -24,7 +24,7 @@ from transformers import AutoModelForCausalLM
 from verl.utils.device import get_device_name
 from verl.workers.rollout.replica import TokenOutput
 
-from rg_verl.generation import eos_token_ids, response_length
+from rg_verl.generation import eos_token_ids, plain_generation_config, response_length
 from rg_verl.hf_rollout.attention import attention_for
 from rg_verl.hf_rollout.kv_cache import GrowingCache, growing_cache_for
 from rg_verl.hf_rollout.prefix_cache import PrefixCache
@@ -101,6 +101,7 @@ class HFRolloutServer:
             model_path, dtype=getattr(torch, dtype), attn_implementation=attention_for(self.device)
         ).to(self.device)
         self.model.eval()
+        plain_generation_config(self.model)  # sample only with what verl's sampling params say
         self.eos_ids = frozenset(eos_token_ids(self.model))
         if not self.eos_ids:  # a response would have no end: verl needs one to score it
             raise ValueError(f"{model_path}: the model names no eos_token_id in its generation config or config")

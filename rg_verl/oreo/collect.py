@@ -157,8 +157,8 @@ def _checked(config: Any, args: argparse.Namespace, build: bool) -> tuple[str, d
         low = 1 if name in ("samples", "shard_size", "max_tokens", "batch_size") else 0
         if getattr(args, name) is not None and getattr(args, name) < low:
             raise ConfigError(f"--{name.replace('_', '-')}: {getattr(args, name)} is below {low}; give at least {low}")
-    if args.temperature < 0 or not 0 < args.top_p <= 1:
-        raise ConfigError(f"--temperature, --top-p: {args.temperature}, {args.top_p}; need >= 0 and in (0, 1]")
+    if not 0 <= args.temperature <= 2 or not 0 < args.top_p <= 1:  # vLLM's own limits
+        raise ConfigError(f"--temperature, --top-p: {args.temperature}, {args.top_p}; need in [0, 2] and in (0, 1]")
     template_kwargs = plain(OmegaConf.select(config, "data.apply_chat_template_kwargs", default=None)) or {}
     return os.path.abspath(model_path) if os.path.isdir(model_path) else model_path, reward_kwargs, template_kwargs
 

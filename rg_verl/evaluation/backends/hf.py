@@ -9,7 +9,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from rg_verl.evaluation.backends.base import Backend, Completion, Messages, Sampling
-from rg_verl.generation import batch_seed, eos_token_ids, response_length
+from rg_verl.generation import batch_seed, eos_token_ids, plain_generation_config, response_length
 
 __all__ = ["HFBackend", "batch_seed", "prompt_token_ids"]
 
@@ -35,8 +35,9 @@ class HFBackend(Backend):
 
     Each batch is one ``generate`` call that samples ``n`` sequences per prompt. Prompts are sorted
     by length first, so a batch wastes little on padding; results come back in the prompts' order.
-    Sampling matches vLLM's: temperature and top_p only (top_k off); temperature 0 is greedy, and
-    its ``n`` completions are copies of one.
+    Sampling matches vLLM's: temperature and top_p only (top_k off), none of the model folder's
+    ``generation_config.json`` defaults (:func:`~rg_verl.generation.plain_generation_config`); temperature 0
+    is greedy, and its ``n`` completions are copies of one.
 
     Prompts are the ids of :func:`prompt_token_ids` (with ``config.chat_template_kwargs`` where the config
     has them). With ``Sampling.seed`` set, torch's global generator is seeded before each batch from the
@@ -58,6 +59,7 @@ class HFBackend(Backend):
             self.tokenizer.pad_token = self.tokenizer.eos_token
         kwargs = {"dtype": dtype, **config.engine_kwargs}
         self.model = AutoModelForCausalLM.from_pretrained(config.model_path, **kwargs).to(device).eval()
+        plain_generation_config(self.model)  # the folder's sampling defaults would not apply on vllm
         self.device = device
         self.chat_template_kwargs = dict(getattr(config, "chat_template_kwargs", None) or {})
         self.eos_ids = list(eos_token_ids(self.model, self.tokenizer))

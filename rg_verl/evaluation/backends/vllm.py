@@ -49,12 +49,16 @@ class VLLMBackend(Backend):
     def generate(self, prompts: list[Messages], n: int, sampling: Sampling) -> list[list[Completion]]:
         from vllm import SamplingParams
 
+        greedy = sampling.temperature <= 0
+        copies = 1 if greedy else n  # vLLM refuses n > 1 when greedy: one answer, repeated (as the hf backend does)
+
         def params(seed: int | None) -> SamplingParams:
             return SamplingParams(
-                n=n, temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens, seed=seed
-            )
+                n=copies, temperature=max(sampling.temperature, 0.0), top_p=sampling.top_p,
+                max_tokens=sampling.max_tokens, seed=seed,
+            )  # fmt: skip
 
-        if sampling.seed is None:
+        if sampling.seed is None or greedy:
             all_params = params(None)
         else:
             all_params = [params(request_seed(sampling.seed, i)) for i in range(len(prompts))]
@@ -63,7 +67,8 @@ class VLLMBackend(Backend):
         results = []
         for out in outputs:
             prompt = None if out.prompt_token_ids is None else tuple(out.prompt_token_ids)
-            results.append([Completion(o.text, len(o.token_ids), tuple(o.token_ids), prompt) for o in out.outputs])
+            completions = [Completion(o.text, len(o.token_ids), tuple(o.token_ids), prompt) for o in out.outputs]
+            results.append(completions * (n // copies))
         return results
 
     def close(self) -> None:

@@ -259,3 +259,69 @@ def test_openai_backend_end_to_end_against_a_served_tiny_model(tiny_model, tmp_p
     assert len(server.requests) == NUM_ITEMS * 2 and all(r["model"] == "tiny" for r in server.requests)
     assert server.requests[0]["messages"][0]["role"] == "system"  # the developer prompt travels
     assert (run_dir / "summary.md").exists() and (run_dir / "scores.png").exists()
+
+
+def test_greedy_with_repeats_on_vllm_is_one_answer_repeated(tiny_model, monkeypatch):
+    """vLLM refuses ``n > 1`` at temperature 0 (the stand-in enforces its checks); the backend asks for one
+    greedy answer per item and repeats it, as the hf backend does."""
+    import sys
+
+    from rg_verl.evaluation.backends.vllm import VLLMBackend
+    from tests import fake_vllm
+
+    monkeypatch.setitem(sys.modules, "vllm", fake_vllm.module())
+    with pytest.raises(ValueError, match="n must be 1 when using greedy sampling"):
+        fake_vllm.SamplingParams(n=3, temperature=0.0)
+    backend = VLLMBackend(parse_config(small_config(model_path=str(tiny_model), device="cpu")))
+    prompts = [[{"role": "user", "content": q}] for q in ("a", "what is 2 + 2?")]
+    outputs = backend.generate(prompts, 3, Sampling(max_tokens=6, temperature=0.0, top_p=1.0, seed=5))
+    assert [len(out) for out in outputs] == [3, 3] and all(out[0] == out[1] == out[2] for out in outputs)
+    (llm,) = fake_vllm.LLM.instances
+    (_, params), = llm.calls
+    assert all(p.n == 1 and p.temperature == 0.0 for p in params)
+    sampled = backend.generate(prompts, 3, Sampling(max_tokens=6, temperature=1.0, top_p=1.0, seed=5))
+    assert [len(out) for out in sampled] == [3, 3] and llm.calls[-1][1][0].n == 3
+
+
+def test_the_backends_sample_alike_whatever_the_folders_generation_config(tiny_model, tmp_path, monkeypatch):
+    """A folder whose ``generation_config.json`` sets sampling defaults (a strong repetition penalty, top_k 1):
+    transformers' ``generate`` would merge them in, vLLM given explicit ``SamplingParams`` applies none. The hf
+    backend applies none either, so both backends give the same greedy tokens, and those of plain argmax."""
+    import shutil
+    import sys
+
+    from rg_verl.evaluation.backends.vllm import VLLMBackend
+    from tests import fake_vllm
+
+    folder = tmp_path / "penalised"
+    shutil.copytree(tiny_model, folder)
+    generation = json.loads((folder / "generation_config.json").read_text())
+    generation.update(repetition_penalty=50.0, top_k=1, top_p=0.5, do_sample=True, temperature=0.1)
+    (folder / "generation_config.json").write_text(json.dumps(generation))
+
+    config = parse_config(small_config(model_path=str(folder), device="cpu"))
+    prompts = [[{"role": "user", "content": q}] for q in ("a", "what is 2 + 2?", "spell cat backward")]
+    sampling = Sampling(max_tokens=12, temperature=0.0, top_p=1.0)
+    hf = BACKENDS["hf"](config)
+    assert hf.model.generation_config.repetition_penalty in (None, 1.0)  # the folder's default is not applied
+    assert hf.model.generation_config.eos_token_id == generation["eos_token_id"]  # its token ids are kept
+    monkeypatch.setitem(sys.modules, "vllm", fake_vllm.module())
+    on_vllm = VLLMBackend(config).generate(prompts, 1, sampling)
+    on_hf = hf.generate(prompts, 1, sampling)
+    assert [c[0].token_ids for c in on_hf] == [c[0].token_ids for c in on_vllm]
+    import torch
+
+    prompt = torch.tensor([list(on_hf[1][0].prompt_token_ids)])
+    penalised = hf.model.generate(  # what the folder's penalty does to the same greedy search: another answer
+        prompt, max_new_tokens=12, do_sample=False, repetition_penalty=50.0, pad_token_id=hf.tokenizer.pad_token_id
+    )[0, prompt.shape[1] :].tolist()
+    assert penalised[: len(on_hf[1][0].token_ids)] != list(on_hf[1][0].token_ids)
+
+
+def test_sampling_limits_mirror_vllms_and_fail_before_a_model_loads(tiny_model):
+    from rg_verl.schema import ConfigError
+
+    for key, value in (("temperature", 2.5), ("top_p", 0.0), ("top_p", 1.5), ("max_tokens", 0), ("eval_repeats", 0)):
+        with pytest.raises(ConfigError, match=key):
+            parse_config(small_config(model_path=str(tiny_model), **{key: value}))
+    assert parse_config(small_config(model_path=str(tiny_model), temperature=2.0)).temperature == 2.0

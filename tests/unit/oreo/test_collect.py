@@ -164,6 +164,7 @@ def test_overwrite_replaces_a_collection_and_bad_requests_fail_before_loading(ti
         (["--train-items", "100"], "items: train items [1, 101) do not lie in the train split's 64 items"),
         (["--train-items", "0", "--val-items", "0"], "both are 0; ask for the items of at least one split"),
         (["--samples", "0"], "--samples: 0 is below 1"),
+        (["--temperature", "3"], "need in [0, 2]"),  # vLLM refuses more than 2
         (["--model-path", str(tmp_path / "missing")], "is neither a local model directory nor a hub id"),
     ):
         assert main(argv(tiny_model, tmp_path / "new", *extra)) == 1
