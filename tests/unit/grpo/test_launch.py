@@ -84,15 +84,40 @@ def test_hf_rollout_loads_on_cuda_without_cpu_platform():
 
 def test_cpu_settings_override_gpu_only_choices():
     config = compose_config(
-        "configs/smoke",
-        "cpu",
-        ["actor_rollout_ref.actor.strategy=fsdp", "actor_rollout_ref.rollout.name=vllm", "trainer.n_gpus_per_node=2"],
+        "configs/smoke", "cpu", ["actor_rollout_ref.actor.strategy=fsdp", "trainer.n_gpus_per_node=2"]
     )
     apply_device_settings(config)
     for key, value in CPU_SETTINGS.items():
         assert OmegaConf.select(config, key) == value
+    assert config.actor_rollout_ref.rollout.name == "hf"  # the config's rollout is kept
+    assert config.actor_rollout_ref.rollout.free_cache_engine  # vLLM's CPU settings only for a vllm rollout
     assert config.ray_kwargs.ray_init.num_gpus == 2  # one logical GPU per worker
     assert config.ray_kwargs.ray_init.num_cpus >= 16
+
+
+def test_a_vllm_rollout_on_the_cpu_gets_vllms_cpu_settings_or_a_clear_error(monkeypatch):
+    import importlib.util
+
+    from rg_verl.cpu import settings
+    from rg_verl.cpu.vllm_engine import ROLLOUT_SETTINGS
+
+    overrides = ["actor_rollout_ref.rollout.name=vllm"]
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "vllm" else object())
+    with pytest.raises(ConfigError, match="rollout.name: vllm on trainer.device=cpu needs vLLM's CPU build.*=hf"):
+        apply_device_settings(compose_config("configs/smoke", "cpu", overrides))
+    with pytest.raises(ConfigError, match="'sglang' does not run on trainer.device=cpu"):
+        settings.check_rollout(compose_config("configs/smoke", "cpu", ["actor_rollout_ref.rollout.name=sglang"]))
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object())
+    config = compose_config("configs/smoke", "cpu", overrides)
+    apply_device_settings(config)
+    assert config.actor_rollout_ref.rollout.name == "vllm"
+    for key, value in ROLLOUT_SETTINGS.items():
+        assert OmegaConf.select(config, key) == value
+    gpu = compose_config("configs/smoke", "cpu", [*overrides, "trainer.device=cuda"])
+    apply_device_settings(gpu)  # a GPU run gets none of them
+    rollout = gpu.actor_rollout_ref.rollout
+    assert rollout.gpu_memory_utilization == 0.5 and rollout.free_cache_engine
+    assert "VLLM_TARGET_DEVICE" not in process_env(gpu) and process_env(config)["VLLM_TARGET_DEVICE"] == "cpu"
 
 
 def test_train_grpo_without_arguments_composes_the_smoke_config(tmp_path):

@@ -1,0 +1,46 @@
+"""What the vLLM tier's tests share: a GRPO run of the learn config on verl's vLLM rollout, the agreement check,
+an evaluation config on the vllm backend."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.helpers import run_train_grpo
+from tests.unit.evaluation.fakes import small_config
+from tests.vllm.conftest import HEAD64
+
+# the rollout's and the actor's probabilities of the sampled tokens: at most this far apart at any token (vLLM
+# samples in bfloat16 here, the actor scores in float32); a dummy-weighted engine is off by about the actor's
+# probabilities themselves (tenths)
+AGREEMENT = 0.05
+# the actor's mean entropy, in nats, below which its distributions are far from uniform (ln 1024 = 6.93)
+SHARP = 4.0
+
+
+def train(workdir: Path, steps: int, metrics: Path, *extra: str):
+    """``train_grpo.py`` on the learn config (its warm-started tiny model at head size 64, built in ``workdir``) with
+    verl's vLLM rollout, 4 samples a prompt, validation and a checkpoint every 2 steps; ``extra`` overrides."""
+    sizes = [f"+tiny_model.{key}={value}" for key, value in HEAD64.items()]
+    return run_train_grpo(
+        workdir, "--config-name", "learn", *sizes, "actor_rollout_ref.rollout.name=vllm",
+        "actor_rollout_ref.rollout.calculate_log_probs=true", f"trainer.default_local_dir={workdir / 'ckpt'}",
+        "trainer.logger=[console,file]", f"trainer.total_training_steps={steps}", "trainer.save_freq=2",
+        "trainer.test_freq=2", "data.max_response_length=48", "actor_rollout_ref.rollout.n=4",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=16",
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=16", *extra,
+        env={"RG_VERL_LEARN_MODEL": str(workdir / "model"), "VERL_FILE_LOGGER_PATH": str(metrics)},
+    )  # fmt: skip
+
+
+def check_agreement(metrics: dict) -> None:
+    assert metrics["training/rollout_probs_diff_valid"] == 1.0
+    assert metrics["training/rollout_probs_diff_max"] < AGREEMENT, metrics["training/rollout_probs_diff_max"]
+    assert metrics["actor/entropy"] < SHARP  # the agreement is not that of two uniform distributions
+
+
+def eval_config(model: Path, out: Path, **overrides) -> dict:
+    """The evaluation tests' small config (7 items) on the vllm backend, ``device: cpu``, 3 repeats, float32."""
+    settings = {"model_path": str(model), "backend": "vllm", "device": "cpu", "dtype": "float32", "max_tokens": 16,
+                "eval_repeats": 3, "output_dir": str(out)}  # fmt: skip
+    return small_config(**{**settings, **overrides})
