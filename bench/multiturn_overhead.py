@@ -2,9 +2,13 @@
 
     python bench/multiturn_overhead.py [--prompts 16] [--turns 3] [--tokens 48] [--repeats 3]
                                        [--hidden-size 128] [--layers 4] [--intermediate-size 128]
+                                       [--rollout hf|vllm]
 
-Both arms use one ``hf`` rollout server (``rg_verl.hf_rollout.server.HFRolloutServer``, the CPU path's rollout)
-on one tiny model, with the same prompts (chain_sum items), in the same process, alternating:
+Both arms use one rollout server on one tiny model, with the same prompts (chain_sum items), in the same
+process, alternating. The server is the ``hf`` rollout's (``rg_verl.hf_rollout.server.HFRolloutServer``, the CPU
+path's rollout), or with ``--rollout vllm`` vLLM's ``AsyncLLM`` engine with prefix caching, called as verl's
+vLLM rollout server calls it (token ids in, token ids and log-probs out; ``vllm_async_server.py``'s
+``generate``), on vLLM's CPU build (run it in ``.venv-vllm``; the model then has head size 64):
 
 * ``episodes``: ``rg_verl.retry.agent_loop.RetryAgentLoop`` runs every prompt as an episode of ``--turns`` tries
   of ``--tokens`` tokens each (a random model is always wrong, so every episode takes every try): the
@@ -12,7 +16,8 @@ on one tiny model, with the same prompts (chain_sum items), in the same process,
   the later tries are all in the time;
 * ``single``: one ``generate`` per prompt of ``--turns`` x ``--tokens`` tokens, the same total.
 
-The model's end-of-sequence token is moved out of reach, so both arms generate exactly their budget. The ratio is
+The model's end-of-sequence token is moved out of reach (on vLLM, which also stops at the tokenizer's, every
+request ignores it), so both arms generate exactly their budget. The ratio is
 the episodes' time over the single turn's, per repeat (the median is the result). Goal: at most 1.1.
 """
 
@@ -21,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -31,6 +37,7 @@ from reasoning_gym.factory import create_dataset
 from transformers import AutoTokenizer
 from verl.experimental.agent_loop.agent_loop import DictConfigWrap
 from verl.plugin.platform import set_platform
+from verl.workers.rollout.replica import TokenOutput
 
 from rg_verl.cpu.platform import PlatformCPU
 from rg_verl.hf_rollout.server import HFRolloutServer
@@ -58,12 +65,41 @@ def unreachable_eos(model_dir: Path) -> None:
         path.write_text(json.dumps(config))
 
 
+class VLLMEngine:
+    """vLLM's ``AsyncLLM`` with prefix caching, behind the ``generate`` of verl's vLLM rollout server."""
+
+    def __init__(self, model_dir: Path, max_model_len: int, max_num_seqs: int):
+        from rg_verl.cpu.vllm_engine import ENGINE_KWARGS, engine_env
+
+        os.environ.update(engine_env())
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        args = AsyncEngineArgs(model=str(model_dir), enable_prefix_caching=True, max_model_len=max_model_len,
+                               max_num_seqs=max_num_seqs, seed=0, **ENGINE_KWARGS)  # fmt: skip
+        self.engine = AsyncLLM.from_engine_args(args)
+
+    async def generate(self, prompt_ids, sampling_params, request_id, **_) -> TokenOutput:
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        params = SamplingParams(**sampling_params, logprobs=0, ignore_eos=True)
+        outputs = [o async for o in self.engine.generate(TokensPrompt(prompt_token_ids=list(prompt_ids)), params,
+                                                         request_id)]  # fmt: skip
+        out = outputs[-1].outputs[0]  # the finished request
+        log_probs = [entry[token].logprob for entry, token in zip(out.logprobs, out.token_ids, strict=True)]
+        return TokenOutput(token_ids=list(out.token_ids), log_probs=log_probs)
+
+
 class Arms:
-    def __init__(self, model_dir: Path, prompts: int, turns: int, tokens: int):
+    def __init__(self, model_dir: Path, prompts: int, turns: int, tokens: int, rollout: str = "hf"):
         self.turns, self.tokens, self.items = turns, tokens, items(prompts)
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
-        self.server = HFRolloutServer(str(model_dir), prompt_length=1024, response_length=turns * tokens + 256,
-                                      max_num_seqs=prompts, seed=0)  # fmt: skip
+        if rollout == "vllm":
+            self.server = VLLMEngine(model_dir, max_model_len=1024 + turns * tokens + 256, max_num_seqs=prompts)
+        else:
+            self.server = HFRolloutServer(str(model_dir), prompt_length=1024, response_length=turns * tokens + 256,
+                                          max_num_seqs=prompts, seed=0)  # fmt: skip
         self.config = OmegaConf.create({
             "actor_rollout_ref": {"rollout": {"prompt_length": 1024, "response_length": turns * tokens + 256}},
             "reward": {"custom_reward_function": {"reward_kwargs": {"mode": "lenient"}}},
@@ -117,9 +153,13 @@ class Arms:
         return sum(len(o.token_ids) for o in outputs)
 
 
+# one event loop for every arm: vLLM's engine keeps its output handler on the loop of its first request
+LOOP = asyncio.new_event_loop()
+
+
 def timed(arm) -> tuple[float, int]:
     start = time.perf_counter()
-    tokens = asyncio.run(arm())
+    tokens = LOOP.run_until_complete(arm())
     return time.perf_counter() - start, tokens
 
 
@@ -132,13 +172,16 @@ def main() -> None:
     parser.add_argument("--hidden-size", type=int, default=128, help="the tiny Qwen2's width")
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--intermediate-size", type=int, default=128, help="the MLP's width")
+    parser.add_argument("--rollout", choices=("hf", "vllm"), default="hf", help="the rollout server (default: hf)")
     args = parser.parse_args()
     set_platform(PlatformCPU())  # the CPU path's platform, as a CPU training run loads it
+    # vLLM's CPU attention takes head size 64, not the hf arm's 32
+    heads = {"num_heads": args.hidden_size // 64, "num_kv_heads": 1} if args.rollout == "vllm" else {}
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = build_tiny_model(Path(tmp) / "model", hidden_size=args.hidden_size, num_layers=args.layers,
-                                     intermediate_size=args.intermediate_size)  # fmt: skip
+                                     intermediate_size=args.intermediate_size, **heads)  # fmt: skip
         unreachable_eos(model_dir)
-        arms = Arms(model_dir, args.prompts, args.turns, args.tokens)
+        arms = Arms(model_dir, args.prompts, args.turns, args.tokens, args.rollout)
         timed(arms.single)  # warm-up: the first generate call pays one-off costs
         ratios, loop_ratios = [], []
         for repeat in range(args.repeats):
@@ -150,6 +193,7 @@ def main() -> None:
             print(f"repeat {repeat + 1}: {args.prompts} prompts, {n_single} generated tokens per arm; single turn "
                   f"{t_single:.2f} s, the episodes' calls alone {t_calls:.2f} s, {args.turns}-try episodes "
                   f"{t_episodes:.2f} s")
+    print(f"rollout: {args.rollout}")
     print(f"episodes / single turn, same tokens: median {statistics.median(ratios):.3f} "
           f"(min {min(ratios):.3f}, max {max(ratios):.3f}); goal <= 1.1")
     print(f"episodes / their generate calls alone (the agent loop's own cost): median "

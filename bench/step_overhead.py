@@ -1,6 +1,6 @@
 """Per-step overhead of rg-verl's dataset and reward against verl's stock pieces.
 
-    python bench/step_overhead.py [--steps 6] [--repeats 1]
+    python bench/step_overhead.py [--steps 6] [--repeats 1] [--rollout hf|vllm]
 
 Runs the CPU smoke config (``train_grpo.py``) twice per repeat, alternating the arms:
 
@@ -8,7 +8,9 @@ Runs the CPU smoke config (``train_grpo.py``) twice per repeat, alternating the 
 * ``stock``: verl's ``RLHFDataset`` reading parquet files that hold the same prompts (the first
   ``train_size``/``val_size`` items of our dataset), scored by :func:`constant_reward` below.
 
-Everything else (model, batch, n, response length, data seed, trainer mode) is the same. Each run
+Everything else (model, batch, n, response length, data seed, trainer mode, rollout) is the same. The rollout
+is the smoke config's ``hf``, or with ``--rollout vllm`` verl's own vLLM rollout on vLLM's CPU build (run it in
+``.venv-vllm``; the tiny model is then built at head size 64, which vLLM's CPU attention accepts). Each run
 logs ``timing_s/step`` per step through verl's file logger; the first step (warm-up) is dropped and
 the mean and median of the rest are compared. Two in-process micro-benchmarks explain the result:
 ``__getitem__`` of both datasets, and one call of our ``compute_score`` against the trivial reward.
@@ -64,7 +66,19 @@ def write_parquet(dataset, path: Path) -> None:
     pd.DataFrame(rows).to_parquet(path)
 
 
-def prepare_data(config, workdir: Path):
+# the tiny model's sizes for vLLM's CPU attention (head size 64), and where a vllm run builds it
+HEAD64 = {"hidden_size": 128, "num_heads": 2, "num_kv_heads": 1}
+
+
+def rollout_overrides(rollout: str, workdir: Path) -> list[str]:
+    """The overrides of both arms for ``rollout`` (hf: none)."""
+    if rollout == "hf":
+        return []
+    sizes = [f"+tiny_model.{key}={value}" for key, value in HEAD64.items()]
+    return ["actor_rollout_ref.rollout.name=vllm", f"actor_rollout_ref.model.path={workdir / 'tiny64'}", *sizes]
+
+
+def prepare_data(config, workdir: Path, sizes: dict | None = None):
     """Writes train/val parquet files; returns (our train dataset, stock train dataset, paths)."""
     from transformers import AutoTokenizer
     from verl.utils.dataset.rl_dataset import RLHFDataset
@@ -76,7 +90,7 @@ def prepare_data(config, workdir: Path):
     for split in ("train", "val"):
         paths[split] = workdir / f"{split}.parquet"
         write_parquet(ReasoningGymDataset(f"reasoning_gym://{split}", config=config.data), paths[split])
-    ensure_tiny_model(config.actor_rollout_ref.model.path)
+    ensure_tiny_model(config.actor_rollout_ref.model.path, **(sizes or {}))
     tokenizer = AutoTokenizer.from_pretrained(config.actor_rollout_ref.model.path)
     ours = ReasoningGymDataset("reasoning_gym://train", tokenizer=tokenizer, config=config.data)
     stock = RLHFDataset(str(paths["train"]), tokenizer=tokenizer, config=config.data)
@@ -128,7 +142,7 @@ def arm_overrides(arm: str, paths: dict) -> list[str]:
     ]
 
 
-def train_step_times(arm: str, run: int, steps: int, paths: dict, workdir: Path) -> list[float]:
+def train_step_times(arm: str, run: int, steps: int, paths: dict, workdir: Path, extra: list[str]) -> list[float]:
     """Runs one training of ``steps`` steps; returns ``timing_s/step`` for each step, in order."""
     from rg_verl.grpo.reward_curve import read_metrics
 
@@ -140,7 +154,7 @@ def train_step_times(arm: str, run: int, steps: int, paths: dict, workdir: Path)
         f"trainer.total_training_steps={steps}", "trainer.save_freq=-1", "trainer.test_freq=-1",
         "trainer.val_before_train=false", "trainer.logger=[console,file]", "data.seed=1",
         f"trainer.default_local_dir={rundir / 'ckpt'}", f"trainer.experiment_name=bench_{arm}_{run}",
-        *arm_overrides(arm, paths),
+        *arm_overrides(arm, paths), *extra,
     ]  # fmt: skip
     env = {**os.environ, "VERL_FILE_LOGGER_PATH": str(metrics)}
     proc = subprocess.run(cmd, cwd=rundir, env=env, capture_output=True, text=True)
@@ -178,6 +192,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1, help="(ours, stock) pairs of runs")
     parser.add_argument("--calls", type=int, default=2000, help="calls per micro-benchmark")
     parser.add_argument("--workdir", type=Path, default=None, help="keep data, logs and metrics here")
+    parser.add_argument("--rollout", choices=("hf", "vllm"), default="hf", help="both arms' rollout (default: hf)")
     args = parser.parse_args()
     if args.steps < 2:
         parser.error("--steps must be at least 2 (the first step is dropped)")
@@ -185,7 +200,10 @@ def main() -> None:
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="rg_verl_bench_"))
     workdir.mkdir(parents=True, exist_ok=True)
     config = compose_config()
-    ours, stock, paths = prepare_data(config, workdir)
+    extra = rollout_overrides(args.rollout, workdir)
+    if args.rollout == "vllm":
+        config.actor_rollout_ref.model.path = str(workdir / "tiny64")
+    ours, stock, paths = prepare_data(config, workdir, HEAD64 if args.rollout == "vllm" else None)
     micro = micro_benchmarks(ours, stock, args.calls)
 
     runs, wall = {}, {}
@@ -194,10 +212,11 @@ def main() -> None:
             name = f"{arm}_{run}"
             print(f"running {name} ({args.steps} steps) ...", flush=True)
             start = time.perf_counter()
-            runs[name] = train_step_times(arm, run, args.steps, paths, workdir)
+            runs[name] = train_step_times(arm, run, args.steps, paths, workdir, extra)
             wall[name] = time.perf_counter() - start
             if len(runs[name]) != args.steps:
                 raise RuntimeError(f"{name}: expected {args.steps} step timings, got {len(runs[name])}")
+    print(f"rollout: {args.rollout}")
     report(runs, micro, args.steps, wall)
     print(f"(data, logs and metrics in {workdir})")
 
