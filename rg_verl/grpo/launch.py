@@ -45,7 +45,7 @@ from rg_verl.cpu.settings import PLATFORM_MODULE, apply_cpu_settings, cpu_env
 from rg_verl.data.candidates import unseeded_hash_datasets
 from rg_verl.data.files import check_sources
 from rg_verl.data.spaces import space_warnings
-from rg_verl.grpo import shm
+from rg_verl.grpo import guards, shm
 from rg_verl.grpo.cluster import forwarded_env, joins_a_cluster
 from rg_verl.grpo.console import MARK, console_mode, quiet_console
 from rg_verl.grpo.disk import check_output_dir
@@ -146,6 +146,7 @@ def prepare(config: DictConfig) -> None:
         runtime_env.env_vars = {**(runtime_env.get("env_vars") or {}), **env}
     for module in plugin_modules(config):
         importlib.import_module(module)
+    guards.check_vllm_lora(config)  # imports vLLM, which reads the environment just set
     if config.trainer.device == "cpu":
         # deliberately lazy: the platform imports verl and torch and registers a CPU platform, for CPU runs only
         from verl.plugin.platform import get_platform, set_platform

@@ -15,15 +15,20 @@ from pathlib import Path
 import pytest
 
 SHM = Path("/dev/shm")
+# the most one test may take, its fixtures included (the longest, the first GRPO test, sets up two runs of about
+# three minutes each); past it pytest-timeout fails the test, naming it, instead of the suite hanging
+TEST_TIMEOUT_S = 1500
 
 
 def pytest_collection_modifyitems(config, items):
+    ours = [item for item in items if "tests/vllm/" in str(item.fspath).replace(os.sep, "/")]
+    for item in ours:
+        item.add_marker(pytest.mark.timeout(TEST_TIMEOUT_S))
     if importlib.util.find_spec("vllm") is not None:
         return
     skip = pytest.mark.skip(reason="vLLM is not installed here: make test-vllm runs these in .venv-vllm")
-    for item in items:
-        if "tests/vllm/" in str(item.fspath).replace(os.sep, "/"):
-            item.add_marker(skip)
+    for item in ours:
+        item.add_marker(skip)
 
 
 def shm_entries() -> set[str]:

@@ -71,6 +71,12 @@ def test_sampling_and_a_thinking_template_on_vllm(tmp_path):
             assert all(list(c.prompt_token_ids) == ids for c in out) and len(out) == 3
         assert len({c.token_ids for out in outputs for c in out}) > 3  # sampled, not copies
         assert backend.generate(PROMPTS, 3, sampling) == outputs  # per-request seeds
+        # more prompts than one step's tokens: a seeded request's prefill spans steps (the CPU engine died on it
+        # with chunked prefill: "CPU Generator does not use offset")
+        many = [[{"role": "user", "content": f"What is {i} + {i * 7 % 13}? Answer with the sum. " * 4}]
+                for i in range(64)]  # fmt: skip
+        assert sum(len(tokenizer.encode(m[0]["content"])) for m in many) > 4096
+        assert all(len(out) == 3 for out in backend.generate(many, 3, sampling))
     finally:
         backend.close()
 

@@ -43,8 +43,8 @@ class VLLMBackend(Backend):
     the floating-point differences of other batch shapes, which vLLM does not rule out.
 
     On the CPU (:func:`runs_on_cpu`: ``device: cpu``, or ``auto`` without CUDA) the engine gets vLLM's CPU
-    settings (:mod:`rg_verl.cpu.vllm_engine`: the share of host memory, eager mode, the KV cache space) under the
-    config's own ``engine_kwargs``; a GPU engine gets only ``engine_kwargs``.
+    settings (:mod:`rg_verl.cpu.vllm_engine`: the share of host memory, eager mode, no chunked prefill, the KV
+    cache space) under the config's own ``engine_kwargs``; a GPU engine gets only ``engine_kwargs``.
     """
 
     def __init__(self, config) -> None:

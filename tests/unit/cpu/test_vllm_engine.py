@@ -17,7 +17,7 @@ def test_engine_env_keeps_what_the_user_set(monkeypatch):
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "4")
     assert vllm_engine.engine_env()["VLLM_CPU_KVCACHE_SPACE"] == "4"
     assert vllm_engine.engine_kwargs({"gpu_memory_utilization": 0.2, "max_model_len": 64}) == {
-        "gpu_memory_utilization": 0.2, "enforce_eager": True, "max_model_len": 64
+        "gpu_memory_utilization": 0.2, "enforce_eager": True, "enable_chunked_prefill": False, "max_model_len": 64
     }
 
 

