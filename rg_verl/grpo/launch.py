@@ -237,8 +237,9 @@ def launch_verl(config: DictConfig) -> None:
         run_ppo(config, task_runner_class=TaskRunnerV1)
     finally:
         if ours:
+            leftovers = shm.owned(segments)
             ray.shutdown()
-            shm.remove_leftovers(segments)  # what the killed actors left in /dev/shm
+            shm.remove_leftovers(leftovers)  # what the killed actors left in /dev/shm
 
 
 def resume_line(config: DictConfig, step: int) -> str:

@@ -3,9 +3,12 @@
 Ray ends a run's actors by killing them, so they never unlink what they created there: vLLM's message queues
 (``psm_*``, Python's ``multiprocessing.shared_memory``, about 400 MiB a run), the weight buckets of verl's
 shared-memory weight sync (``verl_weights_*``, up to ``update_weights_bucket_megabytes``; a run that hung in the
-sync left 2 GiB) and joblib's semaphores (``sem.loky-*``). :func:`remove_leftovers` unlinks the ones that appeared
-during the run and that no live process still maps or holds open, so a second run on the same machine (another
-run of the same suite, say) keeps its own.
+sync left 2 GiB) and joblib's semaphores (``sem.loky-*``).
+
+Only the run's own segments go: :func:`owned` lists, before Ray shuts down, the segments named like
+:data:`PREFIXES` that appeared during the run and that this process or one of its descendants (Ray's processes,
+vLLM's engine) maps or holds open; :func:`remove_leftovers` unlinks those of them that no live process uses once
+Ray is down. A segment of another program on the machine, or of another run, is never one of them.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
@@ -32,10 +36,11 @@ def snapshot(shm: Path = SHM) -> set[str]:
         return set()
 
 
-def in_use(shm: Path = SHM) -> set[str]:
-    """The names in ``shm`` that a live process maps or holds open (read off ``/proc``)."""
+def used_by(pids: Iterable[int], shm: Path = SHM) -> set[str]:
+    """The names in ``shm`` that the processes ``pids`` map or hold open (read off ``/proc``; a process that has
+    ended or is not ours to read is skipped)."""
     prefix, used = f"{shm}/", set()
-    for pid in filter(str.isdigit, os.listdir("/proc")):
+    for pid in pids:
         try:
             with open(f"/proc/{pid}/maps") as maps:
                 for line in maps:
@@ -46,25 +51,56 @@ def in_use(shm: Path = SHM) -> set[str]:
                 target = os.readlink(f"/proc/{pid}/fd/{fd}")
                 if target.startswith(prefix):
                     used.add(target[len(prefix) :])
-        except OSError:  # the process ended, or is not ours to read
+        except OSError:
             continue
     return used
 
 
-def remove_leftovers(before: set[str], shm: Path = SHM, grace_s: float = GRACE_S) -> list[str]:
-    """Unlink the segments named like :data:`PREFIXES` that appeared in ``shm`` since ``before`` and that no live
-    process uses, waiting up to ``grace_s`` for killed processes to let go. Returns the names removed."""
-    deadline, removed = time.monotonic() + grace_s, []
-    while True:
-        new = {name for name in snapshot(shm) - before if name.startswith(PREFIXES)}
-        free = new - in_use(shm)
+def in_use(shm: Path = SHM) -> set[str]:
+    """The names in ``shm`` that any live process on the machine maps or holds open."""
+    try:
+        pids = [int(pid) for pid in os.listdir("/proc") if pid.isdigit()]
+    except OSError:
+        return set()
+    return used_by(pids, shm)
+
+
+def _new(before: set[str], shm: Path) -> set[str]:
+    return {name for name in snapshot(shm) - before if name.startswith(PREFIXES)}
+
+
+def owned(before: set[str], shm: Path = SHM) -> set[str]:
+    """The segments that appeared in ``shm`` since ``before`` and that this process or a descendant uses now.
+    Never raises (the cleanup must not hide how the run ended): a failure is logged, and nothing is owned."""
+    new = _new(before, shm)
+    if not new:
+        return set()
+    import psutil
+
+    try:
+        me = psutil.Process()
+        pids = [me.pid, *(child.pid for child in me.children(recursive=True))]
+    except psutil.Error as error:
+        logger.warning("could not list the run's processes to find its shared-memory segments: %s", error)
+        return set()
+    return new & used_by(pids, shm)
+
+
+def remove_leftovers(ours: set[str], shm: Path = SHM, grace_s: float = GRACE_S) -> list[str]:
+    """Unlink those of the run's segments ``ours`` (:func:`owned`) still in ``shm`` that no live process uses,
+    waiting up to ``grace_s`` for killed processes to let go. Returns the names removed."""
+    deadline, removed, left = time.monotonic() + grace_s, [], set(ours)
+    while left:
+        left &= snapshot(shm)
+        free = left - in_use(shm)
         for name in sorted(free):
             try:
                 (shm / name).unlink()
                 removed.append(name)
-            except FileNotFoundError:
-                continue
-        if free == new or time.monotonic() > deadline:
+            except OSError:  # gone already, or not ours to remove: left as it is
+                pass
+        left -= free
+        if not left or time.monotonic() > deadline:
             break
         time.sleep(0.5)
     if removed:

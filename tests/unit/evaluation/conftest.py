@@ -1,3 +1,5 @@
+import os
+
 import pytest
 
 from rg_verl.tiny_model import build_tiny_model
@@ -7,3 +9,16 @@ from rg_verl.tiny_model import build_tiny_model
 def tiny_model(tmp_path_factory):
     """The tiny random model, built once for every evaluation test that generates."""
     return build_tiny_model(tmp_path_factory.mktemp("evaluation") / "tiny")
+
+
+@pytest.fixture(autouse=True)
+def vllm_environment(monkeypatch):
+    """The vllm backend sets the variables vLLM's CPU build reads in this process; each test leaves them as it
+    found them."""
+    for name in ("VLLM_TARGET_DEVICE", "VLLM_CPU_KVCACHE_SPACE"):
+        original = os.environ.get(name)
+        monkeypatch.setenv(name, "")  # recorded: restored (or removed) after the test
+        if original is None:
+            monkeypatch.delenv(name)
+        else:
+            monkeypatch.setenv(name, original)

@@ -330,22 +330,34 @@ def test_sampling_limits_mirror_vllms_and_fail_before_a_model_loads(tiny_model):
 
 
 def test_vllm_on_the_cpu_gets_the_cpu_engine_settings_and_a_gpu_none(tiny_model, monkeypatch):
-    """``device: cpu`` (or auto without CUDA): vLLM's CPU settings under the config's own engine_kwargs, and the
-    environment vLLM's CPU build reads; ``device: cuda``: the config's engine_kwargs alone."""
+    """Where vLLM runs on the CPU (its CPU build, or no CUDA): vLLM's CPU settings under the config's own
+    engine_kwargs, and the environment vLLM's CPU build reads; on a GPU: the config's engine_kwargs alone,
+    whatever ``device`` says (it places the hf backend and the value model)."""
     import sys
 
+    import torch
+
+    from rg_verl.cpu import vllm_engine
     from rg_verl.cpu.vllm_engine import ENGINE_KWARGS
     from rg_verl.evaluation.backends.vllm import VLLMBackend
     from tests import fake_vllm
 
     monkeypatch.setitem(sys.modules, "vllm", fake_vllm.module())
-    monkeypatch.delenv("VLLM_TARGET_DEVICE", raising=False)
-    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "3")  # the user's own value is kept
-    config = parse_config(small_config(model_path=str(tiny_model), device="cpu", engine_kwargs={"max_model_len": 256}))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    config = parse_config(small_config(model_path=str(tiny_model), device="cuda", engine_kwargs={"max_model_len": 256}))
     VLLMBackend(config)
     assert fake_vllm.LLM.instances[-1].kwargs == {**ENGINE_KWARGS, "max_model_len": 256}
-    assert os.environ["VLLM_TARGET_DEVICE"] == "cpu" and os.environ["VLLM_CPU_KVCACHE_SPACE"] == "3"
-    config.device = "auto"
-    assert VLLMBackend.engine_kwargs(None, config) == {**ENGINE_KWARGS, "max_model_len": 256}  # no CUDA here
-    config.device = "cuda"
-    assert VLLMBackend.engine_kwargs(None, config) == {"max_model_len": 256}
+    assert os.environ["VLLM_TARGET_DEVICE"] == "cpu" and os.environ["VLLM_CPU_KVCACHE_SPACE"] == "1"
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "3")  # the user's own value is kept
+    VLLMBackend(config)
+    assert os.environ["VLLM_CPU_KVCACHE_SPACE"] == "3"
+    monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE")
+    config.engine_kwargs = {"kv_cache_memory_bytes": 2**28}  # the config's cache size: not replaced by the variable
+    VLLMBackend(config)
+    assert "VLLM_CPU_KVCACHE_SPACE" not in os.environ
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert VLLMBackend.engine_kwargs(None, config) == {"kv_cache_memory_bytes": 2**28}  # a GPU, device cuda
+    config.device = "cpu"
+    assert VLLMBackend.engine_kwargs(None, config) == {"kv_cache_memory_bytes": 2**28}  # a GPU, device cpu
+    monkeypatch.setattr(vllm_engine, "cpu_build_installed", lambda: True)
+    assert VLLMBackend.engine_kwargs(None, config) == {**ENGINE_KWARGS, "kv_cache_memory_bytes": 2**28}

@@ -117,20 +117,25 @@ def test_the_value_modes_run_on_vllm_with_the_value_model_beside_it(tiny_model, 
     import sys
     import types
 
+    import torch
+
     from rg_verl.cpu.vllm_engine import ENGINE_KWARGS
     from rg_verl.evaluation.backends.hf import prompt_token_ids
     from rg_verl.evaluation.backends.search import VLLM_MEMORY_SHARE, VLLMValueSearchBackend
     from tests import fake_vllm
 
     monkeypatch.setitem(sys.modules, "vllm", fake_vllm.module())
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # vLLM on the CPU
     run = config(tiny_model, value_model, mode="value_beam", beam_width=2, max_steps=3, step_max_tokens=4)
     run.backend, run.output_dir = "vllm", str(tmp_path)
     backend = create_backend(run)
     assert isinstance(backend, VLLMValueSearchBackend) and str(backend.value_model.device) == "cpu"
     (llm,) = fake_vllm.LLM.instances
     assert llm.kwargs == ENGINE_KWARGS  # vLLM's CPU settings on the CPU, without engine_kwargs in the config
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # on a GPU:
     gpu = types.SimpleNamespace(device="cuda", engine_kwargs={})
     assert backend.engine_kwargs(gpu) == {"gpu_memory_utilization": VLLM_MEMORY_SHARE}  # room for the value model
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert backend.prompt_ids(PROMPT) == prompt_token_ids(llm.get_tokenizer(), PROMPT)  # the training prompt's ids
     run_dir = evaluate(run, backend=backend)
     steps = len(llm.calls)

@@ -170,7 +170,11 @@ def test_a_valid_retry_config_and_a_listed_custom_loop_pass():
 def fake_vllm(monkeypatch, version: str, has_mapper: bool) -> None:
     """A ``vllm`` package of ``version`` whose ``WeightsMapper`` has ``get_unstacked_mapper`` or not."""
     import importlib.machinery
+    import importlib.metadata
     import types
+
+    real_version = importlib.metadata.version
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: version if name == "vllm" else real_version(name))
 
     class WeightsMapper:
         pass

@@ -96,18 +96,16 @@ def test_cpu_settings_override_gpu_only_choices():
 
 
 def test_a_vllm_rollout_on_the_cpu_gets_vllms_cpu_settings_or_a_clear_error(monkeypatch):
-    import importlib.util
-
     from rg_verl.cpu import settings
     from rg_verl.cpu.vllm_engine import ROLLOUT_SETTINGS
 
     overrides = ["actor_rollout_ref.rollout.name=vllm"]
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "vllm" else object())
+    monkeypatch.setattr(settings, "vllm_installed", lambda: False)
     with pytest.raises(ConfigError, match="rollout.name: vllm on trainer.device=cpu needs vLLM's CPU build.*=hf"):
         apply_device_settings(compose_config("configs/smoke", "cpu", overrides))
     with pytest.raises(ConfigError, match="'sglang' does not run on trainer.device=cpu"):
         settings.check_rollout(compose_config("configs/smoke", "cpu", ["actor_rollout_ref.rollout.name=sglang"]))
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object())
+    monkeypatch.setattr(settings, "vllm_installed", lambda: True)
     config = compose_config("configs/smoke", "cpu", overrides)
     apply_device_settings(config)
     assert config.actor_rollout_ref.rollout.name == "vllm"

@@ -1,32 +1,57 @@
-"""rg_verl.grpo.shm: a run's leftover shared-memory segments are removed, and nothing another process uses."""
+"""rg_verl.grpo.shm: a run's own leftover shared-memory segments are removed, and nothing anyone else uses."""
 
 from __future__ import annotations
 
 import mmap
 import os
+import signal
+import subprocess
+import sys
+import time
 
 from rg_verl.grpo import shm
 
 
-def test_only_the_runs_unused_segments_are_removed(tmp_path):
-    before = {"psm_from_before"}
-    for name in ("psm_from_before", "psm_left", "verl_weights_left", "sem.loky-1-x", "psm_open", "psm_mapped",
-                 "someone_elses"):  # fmt: skip
-        (tmp_path / name).write_bytes(b"\0" * mmap.PAGESIZE)
+def make(folder, *names: str) -> None:
+    for name in names:
+        (folder / name).write_bytes(b"\0" * mmap.PAGESIZE)
+
+
+def test_only_the_runs_segments_that_nobody_uses_are_removed(tmp_path):
+    make(tmp_path, "psm_from_before")
+    before = shm.snapshot(tmp_path)
+    make(tmp_path, "psm_left", "verl_weights_left", "sem.loky-1-x", "psm_open", "psm_mapped", "psm_elsewhere",
+         "someone_elses")  # fmt: skip
     held = open(tmp_path / "psm_open", "rb")  # noqa: SIM115  (held open while the run ends)
     with open(tmp_path / "psm_mapped", "r+b") as f:
         mapped = mmap.mmap(f.fileno(), mmap.PAGESIZE)  # mapped, its file descriptor closed
+    # another program's segment, created during the run by a process outside this one's tree (its parent, a
+    # shell, has exited): never the run's
+    line = f"{sys.executable} -c 'import sys, time; f = open(sys.argv[1]); time.sleep(60)' {tmp_path}/psm_elsewhere"
+    other = int(subprocess.run(["sh", "-c", f"{line} >/dev/null 2>&1 & echo $!"], capture_output=True,
+                               text=True, check=True).stdout)  # fmt: skip
     try:
-        assert {"psm_open", "psm_mapped"} <= shm.in_use(tmp_path)
-        removed = shm.remove_leftovers(before, shm=tmp_path, grace_s=0)
+        deadline = time.monotonic() + 30
+        while "psm_elsewhere" not in shm.used_by([other], tmp_path) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert {"psm_open", "psm_mapped"} <= shm.used_by([os.getpid()], tmp_path)
+        assert "psm_elsewhere" in shm.in_use(tmp_path)
+        assert shm.owned(before, tmp_path) == {"psm_open", "psm_mapped"}  # what this process (the run) uses
+        ours = {"psm_left", "verl_weights_left", "sem.loky-1-x", "psm_open", "psm_mapped"}
+        removed = shm.remove_leftovers(ours, shm=tmp_path, grace_s=0)
         assert sorted(removed) == ["psm_left", "sem.loky-1-x", "verl_weights_left"]
-        assert sorted(os.listdir(tmp_path)) == ["psm_from_before", "psm_mapped", "psm_open", "someone_elses"]
+        assert sorted(os.listdir(tmp_path)) == [
+            "psm_elsewhere", "psm_from_before", "psm_mapped", "psm_open", "someone_elses"
+        ]  # fmt: skip
     finally:
         held.close()
         mapped.close()
-    assert shm.remove_leftovers(before, shm=tmp_path, grace_s=0) == ["psm_mapped", "psm_open"]  # once let go
+        os.kill(other, signal.SIGKILL)
+    assert shm.remove_leftovers(ours, shm=tmp_path, grace_s=0) == ["psm_mapped", "psm_open"]  # once let go
+    assert "psm_elsewhere" in os.listdir(tmp_path)  # not the run's: kept, though nobody uses it now
 
 
 def test_no_shared_memory_folder_is_no_error(tmp_path):
     assert shm.snapshot(tmp_path / "missing") == set()
-    assert shm.remove_leftovers(set(), shm=tmp_path / "missing", grace_s=0) == []
+    assert shm.owned(set(), tmp_path / "missing") == set()
+    assert shm.remove_leftovers({"psm_x"}, shm=tmp_path / "missing", grace_s=0) == []
