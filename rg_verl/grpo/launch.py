@@ -232,14 +232,12 @@ def launch_verl(config: DictConfig) -> None:
 
     validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
     ours = not ray.is_initialized()  # a cluster the caller started is the caller's
-    segments = shm.snapshot()
-    try:
-        run_ppo(config, task_runner_class=TaskRunnerV1)
-    finally:
-        if ours:
-            leftovers = shm.owned(segments)
-            ray.shutdown()
-            shm.remove_leftovers(leftovers)  # what the killed actors left in /dev/shm
+    with shm.RunSegments():  # what the run's killed actors leave in /dev/shm goes when it ends
+        try:
+            run_ppo(config, task_runner_class=TaskRunnerV1)
+        finally:
+            if ours:
+                ray.shutdown()
 
 
 def resume_line(config: DictConfig, step: int) -> str:

@@ -5,16 +5,21 @@ Ray ends a run's actors by killing them, so they never unlink what they created 
 shared-memory weight sync (``verl_weights_*``, up to ``update_weights_bucket_megabytes``; a run that hung in the
 sync left 2 GiB) and joblib's semaphores (``sem.loky-*``).
 
-Only the run's own segments go: :func:`owned` lists, before Ray shuts down, the segments named like
-:data:`PREFIXES` that appeared during the run and that this process or one of its descendants (Ray's processes,
-vLLM's engine) maps or holds open; :func:`remove_leftovers` unlinks those of them that no live process uses once
-Ray is down. A segment of another program on the machine, or of another run, is never one of them.
+Only the run's own segments go. While the run goes, :class:`RunSegments` looks every few seconds for the segments
+named like :data:`PREFIXES` that appeared since it started and that this process or one of its descendants (Ray's
+processes, vLLM's engine) maps or holds open (:func:`owned`); when the run has ended and Ray is down,
+:func:`remove_leftovers` unlinks those of them that no live process uses. A segment of another program on the
+machine, or of another run, is never one of them.
+
+    with shm.RunSegments():
+        run_ppo(...)  # and ray.shutdown()
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -106,3 +111,35 @@ def remove_leftovers(ours: set[str], shm: Path = SHM, grace_s: float = GRACE_S) 
     if removed:
         logger.info("removed %d shared-memory segments the run's processes left in %s", len(removed), shm)
     return removed
+
+
+class RunSegments:
+    """A context that removes, when it ends, the segments the processes started inside it left behind.
+
+    A thread looks for the run's segments every ``every_s`` seconds (a run's processes may be gone by the time it
+    ends: Ray ends them when the driver lets go of its actors), and once more at the end.
+    """
+
+    def __init__(self, shm: Path = SHM, every_s: float = 5.0, grace_s: float = GRACE_S):
+        self.shm, self.every_s, self.grace_s = shm, every_s, grace_s
+        self.seen: set[str] = set()
+        self._stop = threading.Event()
+
+    def _look(self) -> None:
+        self.seen |= owned(self.before, self.shm)
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self._look()
+
+    def __enter__(self) -> RunSegments:
+        self.before = snapshot(self.shm)
+        self._thread = threading.Thread(target=self._watch, name="rg-verl-shm", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._look()
+        remove_leftovers(self.seen, self.shm, self.grace_s)

@@ -55,3 +55,15 @@ def test_no_shared_memory_folder_is_no_error(tmp_path):
     assert shm.snapshot(tmp_path / "missing") == set()
     assert shm.owned(set(), tmp_path / "missing") == set()
     assert shm.remove_leftovers({"psm_x"}, shm=tmp_path / "missing", grace_s=0) == []
+
+
+def test_a_run_context_removes_what_its_finished_processes_left(tmp_path):
+    """A segment a child used during the run, the child gone (killed) by the end: removed; one created during the
+    run that no process of the run ever used: kept."""
+    hold = "import sys, time; f = open(sys.argv[1], 'w'); f.write('x'); f.flush(); time.sleep(2)"
+    with shm.RunSegments(tmp_path, every_s=0.05, grace_s=0) as run:
+        child = subprocess.Popen([sys.executable, "-c", hold, str(tmp_path / "psm_child")])
+        make(tmp_path, "psm_nobodys")
+        child.wait(timeout=30)  # it exits without unlinking, as a killed actor does
+        assert "psm_child" in run.seen
+    assert sorted(os.listdir(tmp_path)) == ["psm_nobodys"]
