@@ -1,9 +1,10 @@
 """Shared-memory segments a run's processes leave behind in ``/dev/shm``, removed when the run ends.
 
 Ray ends a run's actors by killing them, so they never unlink what they created there: vLLM's message queues
-(``psm_*``, Python's ``multiprocessing.shared_memory``, about 400 MiB a run), the weight buckets of verl's
+(``psm_*``, Python's ``multiprocessing.shared_memory``, about 400 MiB a run) and the weight buckets of verl's
 shared-memory weight sync (``verl_weights_*``, up to ``update_weights_bucket_megabytes``; a run that hung in the
-sync left 2 GiB) and joblib's semaphores (``sem.loky-*``).
+sync left 2 GiB). joblib's 32-byte semaphores (``sem.loky-*``) can stay too; they are not removed: the process
+that made one is often gone before the run ends, so it cannot be told apart from another program's.
 
 Only the run's own segments go. While the run goes, :class:`RunSegments` looks every few seconds for the segments
 named like :data:`PREFIXES` that appeared since it started and that this process or one of its descendants (Ray's
@@ -27,8 +28,8 @@ from pathlib import Path
 logger = logging.getLogger(__name__)
 
 SHM = Path("/dev/shm")
-# the names of the segments a run's processes create (vLLM, verl's weight sync, joblib)
-PREFIXES = ("psm_", "verl_weights_", "sem.loky-")
+# the names of the segments a run's processes create (vLLM's queues, verl's weight sync)
+PREFIXES = ("psm_", "verl_weights_")
 # how long the killed processes of a run may take to let go of their segments
 GRACE_S = 10.0
 

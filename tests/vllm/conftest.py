@@ -33,7 +33,7 @@ def pytest_collection_modifyitems(config, items):
 
 
 def shm_entries() -> set[str]:
-    """The segments in ``/dev/shm`` named as a run's processes name theirs (vLLM, verl's weight sync, joblib)."""
+    """The segments in ``/dev/shm`` named as a run's processes name theirs (vLLM's queues, verl's weight sync)."""
     from rg_verl.grpo.shm import PREFIXES, snapshot
 
     return {name for name in snapshot(SHM) if name.startswith(PREFIXES)}
