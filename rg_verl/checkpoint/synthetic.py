@@ -13,7 +13,7 @@ The functions run in the worker processes of ``torch.multiprocessing.spawn``, in
     torch.multiprocessing.spawn(worker, args=(actor, model_dir), nprocs=2, join=True)
 
 Used by ``tests/unit/checkpoint`` (many layouts, each with references to compare with), by
-``tests/e2e/test_convert_training_run.py`` (the trained actor as verl restores it) and by
+``tests/e2e/test_smoke_run.py`` (the trained actor as verl restores it) and by
 ``bench/convert.py``. Not imported by :mod:`rg_verl.checkpoint`: the converter itself needs neither verl
 nor a process group.
 """

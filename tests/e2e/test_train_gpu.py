@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.e2e.test_train_e2e import train
+from tests.e2e.test_smoke_run import train
 from tests.helpers import read_metrics
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]

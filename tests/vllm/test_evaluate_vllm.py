@@ -19,7 +19,7 @@ from rg_verl.evaluation.backends.hf import prompt_token_ids
 from rg_verl.evaluation.config import parse_config
 from rg_verl.evaluation.runner import evaluate
 from tests.helpers import CONFIGS_DIR, REPO
-from tests.vllm.conftest import HEAD64, shm_entries
+from tests.vllm.conftest import HEAD64, left_since, shm_entries
 from tests.vllm.runs import eval_config
 
 pytestmark = pytest.mark.slow
@@ -51,7 +51,7 @@ def test_greedy_with_repeats_on_vllm_matches_the_hf_backend(warm_model, tmp_path
         assert len(texts) == 7 and all(len(t) == 3 and len(set(t)) == 1 for t in texts)  # one answer, repeated
         answers[name] = texts
     assert answers["vllm"] == answers["hf"]  # the folder's repetition penalty applied on neither
-    assert not shm_entries() - before
+    assert not left_since(before)
 
 
 def test_sampling_and_a_thinking_template_on_vllm(tmp_path):

@@ -16,7 +16,7 @@ import re
 import pytest
 
 from tests.helpers import read_metrics
-from tests.vllm.conftest import shm_entries
+from tests.vllm.conftest import left_since, shm_entries
 from tests.vllm.runs import check_agreement, train
 
 pytestmark = pytest.mark.slow
@@ -33,7 +33,7 @@ def full_runs(tmp_path_factory):
     retry = ["actor_rollout_ref.rollout.agent.default_agent_loop=rg_verl_retry", f"retry.max_turns={MAX_TURNS}"]
     first = train(workdir, 2, workdir / "first.jsonl", *retry)
     resumed = train(workdir, 3, workdir / "second.jsonl", *retry)
-    left = shm_entries() - before
+    left = left_since(before)
     steps = {**read_metrics(workdir / "first.jsonl"), **read_metrics(workdir / "second.jsonl")}
     return steps, first.stdout + first.stderr, resumed.stdout + resumed.stderr, workdir, left
 
@@ -82,4 +82,4 @@ def test_lora_adapters_are_synced_to_vllm(tmp_path):
     meta = json.loads((tmp_path / "ckpt" / "global_step_2" / "actor" / "lora_train_meta.json").read_text())
     assert meta["r"] == 8
     assert not math.isnan(steps[2]["actor/pg_loss"])
-    assert not shm_entries() - before
+    assert not left_since(before)
