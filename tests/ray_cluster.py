@@ -1,5 +1,6 @@
-"""A real multi-node Ray cluster on this machine, for the multi-node test: a head and worker nodes started with
-``ray start``, each with its own logical CPUs and GPUs, stopped at the end even when the test fails.
+"""A real multi-node Ray cluster on this machine, for the two-node smoke run (tests/e2e/test_smoke_run.py): a head and
+worker nodes started with ``ray start``, each with its own logical CPUs and GPUs, stopped at the end even when the
+test fails.
 
 Every node gets its own ports and temp folder, so the cluster shares nothing with another Ray on the machine (the
 other pytest worker's runs, a user's cluster); ``ray stop`` would stop those too, so :func:`stop` ends only the

@@ -3,7 +3,8 @@ same run with every advantage negated does not.
 
 The reward is correctness alone (reasoning-gym's letter_counting scorer on the lenient answer; no format or
 length term), so what rises is the share of right answers. Held-out accuracy is validation's ``mean@4`` over
-64 validation items, 4 samples each at temperature 1, before the first step and after the last.
+64 validation items, 4 samples each at temperature 1, before the first step and after the last (the negated
+control starts from the GRPO run's model and seeds, so only the GRPO run validates the start).
 
 What the tiny model learns here is mostly the task's answer prior: 57% of letter_counting's answers on 3 to 5
 words are "1", and a trained run ends near that rate. That still takes the whole correctness path (our dataset,
@@ -36,7 +37,8 @@ TRAIN = "train/reasoning_gym/letter_counting/accuracy"
 #   GRPO after 16 steps                       0.543 to 0.562: gains +0.35 to +0.41 (mean +0.38)
 #   negated GRPO after 16 steps               0.000 in all 4: no right answer left
 # The same model's step-0 accuracy differs by up to 0.04 between the GRPO and the negated run of one seed set
-# (validation samples at temperature 1, and the hf rollout batches requests as they arrive).
+# (validation samples at temperature 1, and the hf rollout batches requests as they arrive). The calibration's
+# negated runs validate their start; the test's does not and is compared with the GRPO run's start.
 MIN_GAIN = 0.2
 MAX_NEGATED_GAIN = 0.0
 

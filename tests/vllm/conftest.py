@@ -45,14 +45,13 @@ def shm_entries() -> set[str]:
 
 
 def left_since(before: set[str], grace_s: float = 10.0) -> set[str]:
-    """The segments of :func:`shm_entries` that appeared since ``before`` and that no live process uses, still there
-    ``grace_s`` later (a process of another program may be between letting go of a segment and unlinking it)."""
-    from rg_verl.grpo.shm import in_use
-
-    left = shm_entries() - before - in_use(SHM)
+    """The segments of :func:`shm_entries` that appeared since ``before`` and are still there ``grace_s`` later (an
+    ending engine's resource tracker may be about to unlink one). A segment that a live process still holds counts:
+    a process of the run that outlived it would hold its segments."""
+    left = shm_entries() - before
     if left:
         time.sleep(grace_s)
-        left &= shm_entries() - in_use(SHM)
+        left &= shm_entries()
     return left
 
 
