@@ -75,6 +75,7 @@ class SmokeRun:
 
 
 def ranks_per_node(root: Path) -> dict[str, set[int]]:
+    """The FSDP ranks whose checkpoint save each node's own worker logs (under the cluster's ``root``) record."""
     ranks = {}
     for name in NODES:
         logs = (root / name).glob("session_*/logs/worker-*")

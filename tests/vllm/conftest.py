@@ -5,9 +5,9 @@ where vLLM is not importable (the main environment) every test here is skipped. 
 and the training runs and the greedy evaluation check that they left nothing in ``/dev/shm`` (vLLM's message
 queues, verl's weight buckets; :func:`left_since`).
 
-On one worker only: a vLLM engine that is ending can hold a segment that no process maps any more (Python's
-resource tracker unlinks it when the engine's last process exits), so a test that ran beside another test's engine
-could not tell that engine's segments from its own (measured: two such ``psm_*`` segments, gone by the end of the tier).
+On one worker only: a test that ran beside another test's engine could not tell that engine's segments from its own
+(on two workers, the GRPO run's check found two ``psm_*`` segments of an evaluator's engine, gone by the end of the
+tier).
 """
 
 from __future__ import annotations

@@ -12,9 +12,10 @@ from tests.vllm.conftest import HEAD64
 # the rollout's and the actor's probabilities of the sampled tokens (verl syncs the weights in bfloat16 and vLLM
 # samples in bfloat16; the actor scores in float32), per step: at most this far apart on average, and this
 # correlated. Measured over 15 steps (the GRPO and the LoRA run of tests/vllm/test_grpo_vllm.py in two clean-clone
-# CI runs and in a run beside other tests): mean 0.0019-0.0041, correlation 0.9996-1.0. The largest single difference
-# (0.015-0.124) is one token in thousands, too noisy to bound. An engine the sync never reached keeps its dummy
-# weights and gives every token about 1/1024, unrelated to the actor's probabilities: no correlation near this.
+# CI runs and in a run beside other tests): mean 0.0019-0.0041, correlation 0.9996-1.0. The largest single
+# difference (0.015-0.124) is one token in thousands, too noisy to bound. An engine the sync never reached keeps
+# its dummy weights and gives every token about 1/1024, unrelated to the actor's probabilities: no correlation
+# near this.
 AGREEMENT = 0.02
 CORRELATION = 0.99
 # the actor's mean entropy, in nats, below which its distributions are far from uniform (ln 1024 = 6.93)
