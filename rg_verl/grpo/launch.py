@@ -40,7 +40,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 import rg_verl
-from rg_verl.config import MOVED_MODULES, ConfigError, tiny_model_config, validate
+from rg_verl.config import MOVED_MODULES, tiny_model_config, validate
 from rg_verl.cpu.settings import PLATFORM_MODULE, apply_cpu_settings, cpu_env
 from rg_verl.data.candidates import unseeded_hash_datasets
 from rg_verl.data.files import check_sources
@@ -52,6 +52,7 @@ from rg_verl.grpo.disk import check_output_dir
 from rg_verl.grpo.resume import check_resume
 from rg_verl.migrate import refuse_reference_schema
 from rg_verl.retry.episode import AGENT_LOOP
+from rg_verl.schema import ConfigError
 from rg_verl.tiny_model import ensure_tiny_model
 from rg_verl.vocab import SPLIT_URI, SPLITS
 

@@ -28,7 +28,6 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 
 import numpy as np
-from reasoning_gym.factory import DATASETS
 
 from rg_verl.grpo.sampler import SampledGroup
 from rg_verl.vocab import RG_PREFIX
@@ -43,6 +42,14 @@ __all__ = [
 ]
 
 RG_SEGMENT = RG_PREFIX.rstrip("/")
+
+
+def registered() -> dict:
+    """reasoning-gym's registry of datasets, imported on first use: this module loads in every Ray process of a
+    run (through :mod:`rg_verl.grpo.trainer`), and most of them never name a category."""
+    from reasoning_gym.factory import DATASETS
+
+    return DATASETS
 CATEGORY_SEGMENT = "category"
 
 
@@ -59,9 +66,10 @@ def dataset_category(name: str) -> str:
     >>> dataset_category("chain_sum")
     'arithmetic'
     """
-    if name not in DATASETS:
+    datasets = registered()
+    if name not in datasets:
         raise ValueError(f"Unknown reasoning-gym dataset {name!r}")
-    cls = DATASETS[name][0]
+    cls = datasets[name][0]
     # reasoning-gym's own rule; the property reads only the class, so no (slow) instance is built
     return cls.category.fget(cls.__new__(cls))
 
@@ -69,7 +77,7 @@ def dataset_category(name: str) -> str:
 def _category_key(key: str) -> str | None:
     # "<section>/reasoning_gym/<dataset>/<rest>" -> "<section>/reasoning_gym/category/<category>/<rest>"
     parts = key.split("/", 3)
-    if len(parts) != 4 or parts[1] != RG_SEGMENT or parts[2] not in DATASETS:
+    if len(parts) != 4 or parts[1] != RG_SEGMENT or parts[2] not in registered():
         return None  # not per-dataset (this also skips category keys themselves)
     section, _, name, rest = parts
     return f"{section}/{RG_SEGMENT}/{CATEGORY_SEGMENT}/{dataset_category(name)}/{rest}"

@@ -28,7 +28,6 @@ from collections import defaultdict, deque
 from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
-from rg_verl.data.dataset import ReasoningGymDataset
 from rg_verl.grpo.console import progress_line
 from rg_verl.grpo.metrics import category_means, group_outcomes, reward_means, self_correction_rates
 from rg_verl.grpo.reward_curve import REWARD_KEY, RewardCurve
@@ -62,6 +61,10 @@ class ReasoningGymTrainer(PPOTrainerSync):
         reward_metrics = {**reward_means(data_sources, infos), **group_outcomes(groups)}
         metrics.update(reward_metrics)
         metrics.update(category_means(reward_metrics))
+        # deliberately lazy: this module loads in every Ray process of a run, and only the trainer's needs the dataset
+        # (and reasoning-gym, about a CPU-second to import)
+        from rg_verl.data.dataset import ReasoningGymDataset
+
         if isinstance(self.train_dataset, ReasoningGymDataset):
             # the curriculum sees each sample's success, dropped groups' too; new levels apply from the next batch
             results = defaultdict(list)

@@ -1,4 +1,10 @@
-"""Shipped experiment configs trained on the CPU, unchanged but for overrides that shrink them (slow)."""
+"""A shipped experiment config trained on the CPU, unchanged but for overrides that shrink it (slow).
+
+One run serves every check (each Ray run costs the suite a minute or more): ``curriculum/knights_knaves_curriculum``
+is an experiment config like the others (the 3B GRPO settings, a reference-format reward term, the evaluator's
+validation sampling), and it also moves reasoning-gym's own curriculum. The other shipped configs are composed and
+draw their items in ``tests/unit/test_shipped_configs.py``; the GSM8K configs train in ``test_math_e2e.py``.
+"""
 
 import pytest
 
@@ -7,22 +13,26 @@ from tests.unit.test_shipped_configs import composed, mix
 
 pytestmark = pytest.mark.slow
 
+CONFIG = CONFIGS_DIR / "curriculum" / "knights_knaves_curriculum.yaml"
 
-def test_experiment_config_trains_one_step_on_cpu_with_the_tiny_model(tmp_path):
-    """inter_generalisation/algorithmic_qwen_3b, unchanged but for overrides that shrink it to a CPU."""
-    step = train_on_cpu(tmp_path, "configs/inter_generalisation", "algorithmic_qwen_3b", 1)[1]
-    assert step.get("training/global_step") == 1, sorted(step)[:20]
-    assert "critic/advantages/mean" in step
+
+@pytest.fixture(scope="module")
+def curriculum_run(tmp_path_factory) -> dict[int, dict]:
+    """Two steps with a one-step schedule: step -> metrics."""
+    return train_on_cpu(tmp_path_factory.mktemp("curriculum"), str(CONFIG.parent), CONFIG.stem, 2,
+                        "reasoning_gym.curriculum.schedule_every=1")  # fmt: skip
+
+
+def test_experiment_config_trains_on_cpu_with_the_tiny_model(curriculum_run):
+    for step in (1, 2):
+        assert curriculum_run[step].get("training/global_step") == step, sorted(curriculum_run[step])[:20]
+        assert "critic/advantages/mean" in curriculum_run[step]
     # the rewards came from the config's own datasets
-    trained = {key.split("/")[2] for key in step if key.startswith("train/reasoning_gym/")}
-    allowed = set(mix(composed(CONFIGS_DIR / "inter_generalisation" / "algorithmic_qwen_3b.yaml"), "datasets"))
-    assert trained and trained <= allowed | {"category"}
+    trained = {key.split("/")[2] for key in curriculum_run[1] if key.startswith("train/reasoning_gym/")}
+    assert trained and trained <= set(mix(composed(CONFIG), "datasets")) | {"category"}
 
 
-def test_curriculum_config_moves_the_level_on_cpu(tmp_path):
-    """curriculum/knights_knaves_curriculum on the tiny model: with a one-step schedule the level rises each step."""
-    metrics = train_on_cpu(
-        tmp_path, "configs/curriculum", "knights_knaves_curriculum", 2, "reasoning_gym.curriculum.schedule_every=1"
-    )
-    assert metrics[1]["curriculum/knights_knaves/level"] == 1.0
-    assert metrics[2]["curriculum/knights_knaves/level"] == 2.0
+def test_curriculum_config_moves_the_level_on_cpu(curriculum_run):
+    """With a one-step schedule, reasoning-gym's knights_knaves curriculum raises the level each step."""
+    assert curriculum_run[1]["curriculum/knights_knaves/level"] == 1.0
+    assert curriculum_run[2]["curriculum/knights_knaves/level"] == 2.0

@@ -343,6 +343,9 @@ LAZY_IMPORTS = {
     ("rg_verl/data/export.py", "export_split", "rg_verl.data.dataset"),
     ("rg_verl/data/spaces.py", "space_warnings", "rg_verl.data.dataset"),
     ("rg_verl/oreo/collect.py", "_datasets", "rg_verl.data.dataset"),
+    # the trainer module loads in every Ray process of a run (VERL_USE_EXTERNAL_MODULES); only the task runner's
+    # steps use the dataset, and reasoning-gym costs about a CPU-second to import
+    ("rg_verl/grpo/trainer.py", "step", "rg_verl.data.dataset"),
     # verl's replica registry takes a loader: the replica (Ray actor, transformers server) loads when chosen
     ("rg_verl/hf_rollout/__init__.py", "_load_replica", "rg_verl.hf_rollout.replica"),
     # the Python API: `import rg_verl` imports it, and must load no library (tests/unit/test_api.py)

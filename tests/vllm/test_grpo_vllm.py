@@ -62,7 +62,13 @@ def test_retry_episodes_run_on_the_vllm_rollout(full_runs):
         solved = [metrics[f"{PREFIX}solved_by_turn_{j}"] for j in range(1, MAX_TURNS + 1)]
         assert solved == sorted(solved) and solved[-1] == pytest.approx(metrics[f"{PREFIX}accuracy"])
         assert 1.0 <= metrics[f"{PREFIX}turns"] <= MAX_TURNS
+        # verl counts the prompt, each answer and each feedback turn: 2 per try
+        assert 2 <= metrics["training/num_turns/min"] <= metrics["training/num_turns/max"] <= 2 * MAX_TURNS
     assert max(m["training/num_turns/max"] for m in steps.values()) >= 4  # a wrong answer was retried
+    # validation runs the same episodes and logs them per dataset
+    for j in range(1, MAX_TURNS + 1):
+        assert f"val-aux/reasoning_gym/chain_sum/solved_by_turn_{j}/mean@1" in steps[2]
+    assert "val-aux/reasoning_gym/chain_sum/turns/mean@1" in steps[2]
 
 
 def test_a_vllm_run_leaves_nothing_in_shared_memory(full_runs):

@@ -156,11 +156,12 @@ class Dataset:
 def test_dropped_groups_reach_the_group_shares_and_the_curriculum_but_not_the_reward_means(monkeypatch):
     from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
+    from rg_verl.data import dataset
     from rg_verl.grpo import trainer as module
     from rg_verl.grpo.sampler import CompleteGroupsBuffer, groups_of
 
     monkeypatch.setattr(PPOTrainerSync, "step", lambda self, metrics, timing_raw: "batch")
-    monkeypatch.setattr(module, "ReasoningGymDataset", Dataset)
+    monkeypatch.setattr(dataset, "ReasoningGymDataset", Dataset)  # the trainer imports it when it steps
     right, wrong = {"score": 1.0, "accuracy": 1.0}, {"score": 0.0, "accuracy": 0.0}
     groups = groups_of(["a_0_0", "a_1_0", "b_0_0", "b_1_0"], ["reasoning_gym/maze"] * 4, [right, wrong, right, right])
     groups[1].trained = False  # all right: the filter dropped it
@@ -176,3 +177,23 @@ def test_dropped_groups_reach_the_group_shares_and_the_curriculum_but_not_the_re
     assert metrics["curriculum/maze/level"] == 1.0
     assert trainer.accuracy == 0.5  # the progress line's: the trained group's samples
     assert buffer.sampled == []  # taken once
+
+
+def test_the_modules_every_ray_process_imports_leave_reasoning_gym_out():
+    """verl imports a run's plugin modules (``VERL_USE_EXTERNAL_MODULES``) in each of its Ray processes, most of
+    which never read an item; reasoning-gym (about a CPU-second to import) loads only where it is used."""
+    import subprocess
+    import sys
+
+    from rg_verl.grpo.launch import plugin_modules
+    from tests.helpers import CONFIGS_DIR
+    from tests.unit.test_shipped_configs import composed
+
+    config = composed(CONFIGS_DIR / "smoke" / "cpu.yaml", ("actor_rollout_ref.rollout.name=hf",))
+    modules = plugin_modules(config)
+    assert "rg_verl.grpo.trainer" in modules and "rg_verl.hf_rollout" in modules
+    imports = "; ".join(f"import {module}" for module in modules)
+    code = f"import sys; {imports}; print('reasoning_gym' in sys.modules)"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "False"
