@@ -21,12 +21,12 @@ from omegaconf import DictConfig
 from rg_verl.atomic import write_atomic
 from rg_verl.oreo.value_init import token_classification_architecture
 
-__all__ = ["STATE_FILE", "CheckpointError", "checkpoint_config", "load", "save", "trajectories_key"]
+__all__ = ["STATE_FILE", "ResumeError", "checkpoint_config", "load", "save", "trajectories_key"]
 
 STATE_FILE = "trainer_state.json"
 
 
-class CheckpointError(RuntimeError):
+class ResumeError(RuntimeError):
     """A checkpoint that cannot be resumed from; the message names the file and what to do."""
 
 
@@ -74,14 +74,14 @@ def load(folder: str | Path, actor: Any, critic: Any) -> int:
     state = folder / STATE_FILE
     for part in (folder / "actor", folder / "critic", state):
         if not part.exists():
-            raise CheckpointError(
+            raise ResumeError(
                 f"{part}: missing, so {folder} is not a complete OREO checkpoint; resume from another "
                 "(trainer.resume_mode=resume_path) or start again (trainer.resume_mode=disable)"
             )
     try:
         global_step = int(json.loads(state.read_text())["global_step"])
     except (ValueError, KeyError, TypeError) as error:
-        raise CheckpointError(
+        raise ResumeError(
             f"{state}: not a trainer state ({error}); the checkpoint is corrupt: resume from another "
             "(trainer.resume_mode=resume_path) or start again (trainer.resume_mode=disable)"
         ) from error

@@ -23,7 +23,7 @@ from omegaconf import DictConfig
 
 from rg_verl.cpu.settings import OREO_CPU_SETTINGS, apply_settings, cpu_env
 from rg_verl.grpo.launch import repo_root, resolve_config_dir
-from rg_verl.oreo.checkpoints import CheckpointError
+from rg_verl.oreo.checkpoints import ResumeError
 from rg_verl.oreo.config import validate
 from rg_verl.schema import ConfigError
 
@@ -73,7 +73,7 @@ def main_hydra_task(config: DictConfig) -> None:
         main_task(config)
     except ConfigError as error:
         sys.exit(f"Invalid config: {error}")
-    except CheckpointError as error:
+    except ResumeError as error:
         sys.exit(f"Cannot resume: {error}")
 
 

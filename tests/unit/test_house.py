@@ -37,6 +37,30 @@ def test_no_package_module_is_over_400_lines():
     assert not offenders, f"split these modules: {offenders}"
 
 
+def _exception_classes(path, root=REPO) -> dict[str, str]:
+    """name -> where, for each class in ``path`` that derives from a class whose name ends in Error or Exception."""
+    found = {}
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        bases = [ast.unparse(base).rsplit(".", 1)[-1] for base in getattr(node, "bases", [])]
+        if isinstance(node, ast.ClassDef) and any(base.endswith(("Error", "Exception")) for base in bases):
+            found[node.name] = f"{path.relative_to(root)}:{node.lineno}"
+    return found
+
+
+def test_no_two_exception_classes_share_a_name():
+    seen: dict[str, list[str]] = {}
+    for path in _sources(*CODE_DIRS):
+        for name, where in _exception_classes(path).items():
+            seen.setdefault(name, []).append(where)
+    shared = {name: places for name, places in seen.items() if len(places) > 1}
+    assert not shared, f"one name, two errors (an except clause catches the one it imported): {shared}"
+
+
+def test_the_exception_check_sees_a_subclass(tmp_path):
+    (tmp_path / "m.py").write_text("class ResumeError(errors.CheckpointError):\n    pass\n")
+    assert _exception_classes(tmp_path / "m.py", tmp_path) == {"ResumeError": "m.py:1"}
+
+
 def test_the_long_function_check_sees_a_long_function(tmp_path):
     """The negative control of the size checks: a 61-line function is reported."""
     path = tmp_path / "probe.py"

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import pytest
 
 from rg_verl.oreo import checkpoints
-from rg_verl.oreo.checkpoints import STATE_FILE, CheckpointError
+from rg_verl.oreo.checkpoints import STATE_FILE, ResumeError
 
 
 class Worker:
@@ -48,7 +48,7 @@ def test_an_incomplete_checkpoint_is_named(tmp_path, missing):
     (folder / STATE_FILE).write_text('{"global_step": 2}')
     target = folder / missing
     target.unlink() if target.is_file() else target.rmdir()
-    with pytest.raises(CheckpointError, match=f"{missing}: missing.*resume_mode"):
+    with pytest.raises(ResumeError, match=f"{missing}: missing.*resume_mode"):
         checkpoints.load(folder, Worker(), Worker())
 
 
@@ -58,7 +58,7 @@ def test_a_corrupt_state_is_named(tmp_path, text):
     for part in ("actor", "critic"):
         (folder / part).mkdir(parents=True)
     (folder / STATE_FILE).write_text(text)
-    with pytest.raises(CheckpointError, match="trainer_state.json: not a trainer state"):
+    with pytest.raises(ResumeError, match="trainer_state.json: not a trainer state"):
         checkpoints.load(folder, Worker(), Worker())
 
 
