@@ -4,7 +4,8 @@ same run with every advantage negated does not.
 The reward is correctness alone (reasoning-gym's letter_counting scorer on the lenient answer; no format or
 length term), so what rises is the share of right answers. Held-out accuracy is validation's ``mean@4`` over
 64 validation items, 4 samples each at temperature 1, before the first step and after the last (the negated
-control starts from the GRPO run's model and seeds, so only the GRPO run validates the start).
+control starts from the GRPO run's model and seeds, so only the GRPO run validates the start; it trains 4 steps,
+by which it has lost almost every right answer).
 
 What the tiny model learns here is mostly the task's answer prior: 57% of letter_counting's answers on 3 to 5
 words are "1", and a trained run ends near that rate. That still takes the whole correctness path (our dataset,
@@ -36,11 +37,13 @@ TRAIN = "train/reasoning_gym/letter_counting/accuracy"
 #   held-out accuracy before the first step  0.141 to 0.199 (either run)
 #   GRPO after 16 steps                       0.543 to 0.562: gains +0.35 to +0.41 (mean +0.38)
 #   negated GRPO after 16 steps               0.000 in all 4: no right answer left
+#   negated GRPO at steps 0 / 4 / 8           0.172-0.211 / 0.000-0.008 / 0.000-0.008 (seed sets 0-3, two side by side)
 # The same model's step-0 accuracy differs by up to 0.04 between the GRPO and the negated run of one seed set
 # (validation samples at temperature 1, and the hf rollout batches requests as they arrive). The calibration's
 # negated runs validate their start; the test's does not and is compared with the GRPO run's start.
 MIN_GAIN = 0.2
 MAX_NEGATED_GAIN = 0.0
+NEGATED_STEPS = 4
 
 
 def held_out(metrics: dict[int, dict]) -> tuple[float, float]:
@@ -72,10 +75,11 @@ def grpo_run(tmp_path_factory, model) -> dict[int, dict]:
 
 @pytest.fixture(scope="module")
 def negated_run(tmp_path_factory, model, grpo_run) -> dict[int, dict]:
-    """The negated control from the same model and seeds; it validates after its last step only, since its start is
-    the GRPO run's (the same model on the same held-out items)."""
+    """The negated control from the same model and seeds, :data:`NEGATED_STEPS` steps; it validates after its last
+    step only, since its start is the GRPO run's (the same model on the same held-out items)."""
     workdir = tmp_path_factory.mktemp("correct_negated")
-    overrides = ("algorithm.adv_estimator=negated_grpo", "trainer.val_before_train=false")
+    overrides = ("algorithm.adv_estimator=negated_grpo", "trainer.val_before_train=false",
+                 f"trainer.total_training_steps={NEGATED_STEPS}", f"trainer.test_freq={NEGATED_STEPS}")  # fmt: skip
     return train(workdir, model, *overrides, env=negated_env())
 
 
@@ -98,7 +102,7 @@ def test_the_reward_is_correctness_alone(grpo_run):
 
 def test_negated_advantage_lowers_held_out_accuracy(grpo_run, negated_run):
     before, grpo_after = held_out(grpo_run)
-    after = float(negated_run[STEPS][HELD_OUT])
+    after = float(negated_run[NEGATED_STEPS][HELD_OUT])
     print(f"negated: held-out accuracy {before:.3f} -> {after:.3f}")
     assert 0 not in negated_run  # no validation of the shared start
     assert after - before <= MAX_NEGATED_GAIN, (before, after)
