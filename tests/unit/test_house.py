@@ -1,14 +1,20 @@
-"""The shape of the house: small modules and functions, one folder per concern, shared names spelled once."""
+"""The shape of the house: small modules and functions, one folder per concern, shared names spelled once.
+
+The sizes are guidance, not rules: a module is cut by concern, not to fit a count, so a long module or function
+is a warning in the test report (a hint to look for a second concern in it), never a failure.
+"""
 
 import ast
 import re
+import warnings
 
 import pytest
 
 from tests.helpers import REPO
 
-MAX_MODULE_LINES = 400
-MAX_FUNCTION_LINES = 60
+# past these sizes the report warns
+MAX_MODULE_LINES = 600
+MAX_FUNCTION_LINES = 80
 CODE_DIRS = ("rg_verl", "bench", "utils")
 
 
@@ -26,15 +32,17 @@ def _long_functions(path, root=REPO) -> list[str]:
     ]
 
 
-def test_no_function_is_over_60_lines():
+def test_long_functions_are_reported():
     offenders = [entry for path in _sources(*CODE_DIRS) for entry in _long_functions(path)]
-    assert not offenders, "split these functions:\n" + "\n".join(offenders)
+    if offenders:
+        warnings.warn("long functions (does one hold two concerns?):\n" + "\n".join(offenders), stacklevel=1)
 
 
-def test_no_package_module_is_over_400_lines():
+def test_long_modules_are_reported():
     sizes = {p.relative_to(REPO): len(p.read_text().splitlines()) for p in _sources("rg_verl")}
     offenders = {str(path): n for path, n in sizes.items() if n > MAX_MODULE_LINES}
-    assert not offenders, f"split these modules: {offenders}"
+    if offenders:
+        warnings.warn(f"long modules (does one hold two concerns?): {offenders}", stacklevel=1)
 
 
 def _exception_classes(path, root=REPO) -> dict[str, str]:
@@ -59,6 +67,14 @@ def test_no_two_exception_classes_share_a_name():
 def test_the_exception_check_sees_a_subclass(tmp_path):
     (tmp_path / "m.py").write_text("class ResumeError(errors.CheckpointError):\n    pass\n")
     assert _exception_classes(tmp_path / "m.py", tmp_path) == {"ResumeError": "m.py:1"}
+
+
+def test_a_long_module_is_a_warning_not_a_failure(monkeypatch):
+    import tests.unit.test_house as house
+
+    monkeypatch.setattr(house, "MAX_MODULE_LINES", 1)
+    with pytest.warns(UserWarning, match="long modules"):
+        house.test_long_modules_are_reported()
 
 
 def test_the_long_function_check_sees_a_long_function(tmp_path):
