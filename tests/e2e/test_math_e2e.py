@@ -84,7 +84,8 @@ def test_rollout_serves_the_trained_adapter(lora_run):
     assert first["actor/kl_loss"] == pytest.approx(0.0, abs=1e-6)
     # At step 2 the adapter learnt in step 1 has moved the actor away from the base model; a rollout
     # that had not applied it would be as far from the actor. (The tiny model's near-uniform outputs
-    # cap this KL near 0.02; measured: kl_loss 0.012, rollout k3_kl 1e-4, bf16 rounding.)
+    # keep this KL small; measured: kl_loss 0.012, rollout k3_kl 1e-4, bf16 rounding; over 4 seed sets since,
+    # kl_loss 0.016-0.028 and k3_kl 5e-5 to 8e-5: docs/testing.md, "False failures".)
     assert second["actor/kl_loss"] > 2e-3
     assert second["rollout_corr/k3_kl"] < second["actor/kl_loss"] / 20
 
