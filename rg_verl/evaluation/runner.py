@@ -37,7 +37,8 @@ from rg_verl.evaluation.episodes import Episode, run_episodes
 from rg_verl.evaluation.items import EvalDataset, eval_datasets, prompt_messages
 from rg_verl.evaluation.report import build_results, write_reports
 from rg_verl.evaluation.store import ItemStore
-from rg_verl.retry.episode import EPISODE_KEY, episode_record
+from rg_verl.retry.episode import episode_record
+from rg_verl.reward.episode import EPISODE_KEY
 from rg_verl.schema import ConfigError
 
 __all__ = ["check_files", "evaluate", "reference_training", "score_item", "resolve_run_dir"]

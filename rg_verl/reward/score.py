@@ -21,7 +21,7 @@ from reasoning_gym.factory import get_score_answer_fn
 
 from rg_verl.chat_template import load_tokenizer, resolve_response_prefix
 from rg_verl.config import RewardConfig
-from rg_verl.retry.episode import EPISODE_KEY, episode_values, is_episode
+from rg_verl.reward.episode import EPISODE_KEY, episode_values, is_episode
 from rg_verl.reward.extraction import response_answer
 from rg_verl.reward.math_verify import math_equal_status
 from rg_verl.reward.sympy_guard import SYMPY_PARSED, is_plain_expression
@@ -232,7 +232,7 @@ def compute_score(
         answer and ended correct); ``scoring_failed`` (the scorer raised); ``response_tokens`` and ``truncated``
         (1.0 when it fills the budget) given a tokenizer; ``term/<name>`` per weighted term (0 where gated off);
         ``pred``, the only text: the answer under ``mode`` ("" for none), which verl's validation votes on (maj@N);
-        for an episode also ``turns`` and ``solved_by_turn_<j>`` (``rg_verl.retry.episode.episode_values``).
+        for an episode also ``turns`` and ``solved_by_turn_<j>`` (``rg_verl.reward.episode.episode_values``).
 
     Raises:
         ValueError: If ``data_source`` is not a reasoning-gym dataset or a file item, or a reward

@@ -7,8 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rg_verl.retry.episode import EPISODE_KEY, RetryConfig, episode_record, episode_values
+from rg_verl.retry.episode import RetryConfig, episode_record
 from rg_verl.reward import compute_score
+from rg_verl.reward.episode import EPISODE_KEY, episode_values
 from rg_verl.schema import ConfigError
 
 # an episode ends at its first right answer: wrong tries, then at most one right one
