@@ -9,8 +9,10 @@ from xdist.scheduler import LoadScopeScheduling
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 # Hypothesis checks behaviour here, never speed: its per-example deadline would fail a test whose machine is
-# busy (two pytest workers share two cores), so it is off.
-settings.register_profile("rg_verl", deadline=None)
+# busy (two pytest workers share two cores), so it is off. In CI (CI set) each test's examples are derived from its
+# name, so a run is repeatable and a new failure shows on every run, not one run in many; elsewhere they are
+# random, to keep finding new cases.
+settings.register_profile("rg_verl", deadline=None, derandomize=bool(os.environ.get("CI")))
 settings.load_profile("rg_verl")
 
 # test modules that read another module's session fixture (a training run made once): they run on its worker

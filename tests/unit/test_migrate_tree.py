@@ -30,18 +30,21 @@ def test_a_tree_has_no_differences_from_itself_and_all_of_them_from_nothing(tree
     assert differences(tree, {}) == (tree or MISSING)
 
 
-def list_over_mapping(desired, default) -> bool:
-    """Whether a list of ``desired`` sits where ``default`` has a mapping: no Hydra merge can lay one over the
-    other (OmegaConf: "Cannot merge DictConfig with ListConfig"), so no config can ask for it."""
+def shapes_clash(desired, default) -> bool:
+    """Whether a list of ``desired`` sits where ``default`` has a mapping, or a mapping where it has a list: no
+    Hydra merge can lay one over the other (OmegaConf: "Cannot merge DictConfig with ListConfig", either way), so no
+    config can ask for it."""
     if isinstance(desired, dict) and isinstance(default, dict):
-        return any(list_over_mapping(value, default[key]) for key, value in desired.items() if key in default)
-    return isinstance(desired, list) and isinstance(default, dict)
+        return any(shapes_clash(value, default[key]) for key, value in desired.items() if key in default)
+    return isinstance(desired, list) and isinstance(default, dict) or isinstance(desired, dict) and isinstance(
+        default, list
+    )
 
 
 @given(MAPPINGS, MAPPINGS)
 def test_differences_laid_over_the_defaults_give_the_desired_values(desired, default):
     """What a migrated config lists, merged over the defaults the way Hydra merges, gives every desired value."""
-    assume(not list_over_mapping(desired, default))
+    assume(not shapes_clash(desired, default))
     listed = differences(desired, default)
     merged = OmegaConf.to_container(OmegaConf.merge(default, {} if listed is MISSING else listed))
     for path, value in flatten(desired).items():
@@ -84,3 +87,10 @@ def test_a_migration_reads_a_number_as_the_type_of_our_default():
     m.set("actor.name", "1e-6")
     m.report("old.key", "why")
     assert m.desired == {"actor.lr": 1e-6, "actor.name": "1e-6"} and m.unmapped == [("old.key", "why")]
+
+
+def test_a_mapping_over_a_list_is_a_clash_as_a_list_over_a_mapping_is():
+    # hypothesis found the first: OmegaConf refuses to merge {"_": {"_": None}} over {"_": []}
+    assert shapes_clash({"_": {"_": None}}, {"_": []})
+    assert shapes_clash({"_": []}, {"_": {"_": None}})
+    assert not shapes_clash({"_": {"_": None}}, {"_": {"x": 1}}) and not shapes_clash({"_": [1]}, {"_": []})
