@@ -42,15 +42,16 @@ __all__ = [
 ]
 
 RG_SEGMENT = RG_PREFIX.rstrip("/")
+CATEGORY_SEGMENT = "category"
 
 
+@functools.cache
 def registered() -> dict:
     """reasoning-gym's registry of datasets, imported on first use: this module loads in every Ray process of a
     run (through :mod:`rg_verl.grpo.trainer`), and most of them never name a category."""
     from reasoning_gym.factory import DATASETS
 
     return DATASETS
-CATEGORY_SEGMENT = "category"
 
 
 @functools.cache
