@@ -86,7 +86,7 @@ def make_checkpoint(workdir: Path) -> Path:
         return actor
     import torch.multiprocessing as mp
 
-    from rg_verl.tiny_model import ensure_tiny_model
+    from rg_verl.cpu.tiny_model import ensure_tiny_model
 
     shutil.rmtree(workdir / "global_step_1", ignore_errors=True)
     tiny = ensure_tiny_model(workdir / "tokenizer-source")  # only its tokenizer is used

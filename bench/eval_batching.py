@@ -106,7 +106,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         model_path = args.model_path
         if model_path is None:
-            from rg_verl.tiny_model import build_tiny_model
+            from rg_verl.cpu.tiny_model import build_tiny_model
 
             model_path = str(build_tiny_model(Path(tmp) / "tiny"))
         common = {"num_prompts": args.prompts, "max_tokens": args.max_tokens}

@@ -66,8 +66,8 @@ def arms(backend, args) -> dict:
 
 def main() -> None:
     args = parse_args()
+    from rg_verl.cpu.tiny_model import build_tiny_model
     from rg_verl.evaluation.backends.vllm import VLLMBackend
-    from rg_verl.tiny_model import build_tiny_model
 
     model = args.model_path or str(
         build_tiny_model(tempfile.mkdtemp() + "/tiny64", hidden_size=128, num_heads=2, num_kv_heads=1)

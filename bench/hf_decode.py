@@ -27,9 +27,9 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM
 
+from rg_verl.cpu.tiny_model import build_tiny_model
 from rg_verl.hf_rollout.attention import attention_for
 from rg_verl.hf_rollout.kv_cache import growing_cache_for
-from rg_verl.tiny_model import build_tiny_model
 
 
 def timed_generate(model, ids: torch.Tensor, mask: torch.Tensor, tokens: int, growing: bool):

@@ -40,10 +40,10 @@ from verl.plugin.platform import set_platform
 from verl.workers.rollout.replica import TokenOutput
 
 from rg_verl.cpu.platform import PlatformCPU
+from rg_verl.cpu.tiny_model import build_tiny_model
 from rg_verl.hf_rollout.server import HFRolloutServer
 from rg_verl.retry.agent_loop import RetryAgentLoop
 from rg_verl.retry.episode import RetryConfig
-from rg_verl.tiny_model import build_tiny_model
 
 
 def items(count: int) -> list[dict]:

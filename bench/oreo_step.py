@@ -42,7 +42,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _model(root: Path, hidden: int, layers: int) -> Path:
-    from rg_verl.tiny_model import build_tiny_model
+    from rg_verl.cpu.tiny_model import build_tiny_model
 
     return build_tiny_model(root / "model", hidden_size=hidden, num_layers=layers, intermediate_size=4 * hidden,
                             num_heads=4, num_kv_heads=2)  # fmt: skip

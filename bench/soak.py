@@ -36,7 +36,7 @@ from pathlib import Path
 
 import torch
 
-from rg_verl.tiny_model import build_tiny_model
+from rg_verl.cpu.tiny_model import build_tiny_model
 
 REPO = Path(__file__).resolve().parent.parent
 RUN_TIMEOUT_S = 3600

@@ -83,8 +83,8 @@ def prepare_data(config, workdir: Path, sizes: dict | None = None):
     from transformers import AutoTokenizer
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
+    from rg_verl.cpu.tiny_model import ensure_tiny_model
     from rg_verl.data.dataset import ReasoningGymDataset
-    from rg_verl.tiny_model import ensure_tiny_model
 
     paths = {}
     for split in ("train", "val"):
@@ -111,8 +111,8 @@ def per_call_us(fn, args_list, min_calls: int) -> float:
 
 def micro_benchmarks(ours, stock, calls: int) -> list[tuple[str, float, float]]:
     """(what, ours us/call, stock us/call) for dataset items and reward calls."""
+    from rg_verl.common.names import formatted
     from rg_verl.reward import compute_score
-    from rg_verl.vocab import formatted
 
     indices = [(i,) for i in range(len(ours))]
     rows = [("dataset __getitem__", per_call_us(ours.__getitem__, indices, calls),

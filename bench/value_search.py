@@ -36,10 +36,10 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _backend(root: Path, args: argparse.Namespace):
+    from rg_verl.cpu.tiny_model import build_tiny_model
     from rg_verl.evaluation.backends import create_backend
     from rg_verl.evaluation.config import parse_config
     from rg_verl.oreo.value_init import prepare_value_model
-    from rg_verl.tiny_model import build_tiny_model
 
     model = build_tiny_model(root / "model", hidden_size=args.hidden, num_layers=args.layers,
                              intermediate_size=4 * args.hidden, num_heads=4, num_kv_heads=2)  # fmt: skip

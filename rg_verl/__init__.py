@@ -12,9 +12,10 @@ platform registry (``VERL_PLATFORM=cpu``)              ``rg_verl.cpu.platform``
 rollout replica registry (``rollout.name=hf``)         ``rg_verl.hf_rollout``
 =====================================================  ===========================================
 
-Around them: ``config`` (our sections' schemas, checked before Ray), ``vocab`` (the names every part
-shares), ``grpo.launch`` (``train_grpo.py``), ``evaluation`` (``evaluation/evaluate_model.py``, the demo),
-``checkpoint`` (``utils/load_fsdp_to_hf.py``) and ``tiny_model`` (the local model of the CPU path).
+Around them: ``config`` (our sections' schemas, checked before Ray), ``common`` (what every room shares: the
+schema, the names, atomic writes), ``grpo.launch`` (``train_grpo.py``), ``evaluation``
+(``evaluation/evaluate_model.py``, the demo), ``checkpoint`` (``utils/load_fsdp_to_hf.py``) and ``cpu`` (the CPU
+path and its tiny local model).
 ``train``, ``evaluate`` and ``convert`` (:mod:`rg_verl.api`) run the three commands from Python.
 Importing this package imports nothing else: each of them imports what it needs when called.
 """

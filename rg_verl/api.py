@@ -8,7 +8,7 @@ callable from a script or a notebook (``rg_verl.train``, ``rg_verl.evaluate``, `
     run_dir = rg_verl.evaluate("evaluation/configs/smoke.yaml", model_path=str(model))
 
 Each takes the commands' arguments and raises where the command would exit: a bad config is a
-:class:`rg_verl.schema.ConfigError` (a ``ValueError`` naming the field and the fix), raised before Ray starts.
+:class:`rg_verl.common.schema.ConfigError` (a ``ValueError`` naming the field and the fix), raised before Ray starts.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def train(config_name: str = "cpu", config_path: str | None = None, overrides: S
     ``+dry_run=true`` among the overrides checks the config and prints sample items without training.
 
     Raises:
-        rg_verl.schema.ConfigError: before Ray starts, on a config our checks refuse.
+        rg_verl.common.schema.ConfigError: before Ray starts, on a config our checks refuse.
     """
     # deliberately lazy: `import rg_verl` loads no library
     from rg_verl.grpo.launch import run

@@ -33,7 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("rg_verl.evaluation.demo", "ask a model questions or reasoning-gym items, from a terminal or a pipe"),
     "export": ("rg_verl.data.export", "write a split of a config to parquet in verl's RLHF layout (--hf: datasets)"),
     "migrate-config": (
-        "rg_verl.migrate",
+        "rg_verl.migrate.command",
         "a config of reasoning-gym's training scripts -> an rg-verl config, and what has no equivalent",
     ),
     "oreo": ("rg_verl.oreo.cli", "OREO: collect scored trajectories, train a policy and a value model; RFT"),

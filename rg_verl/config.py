@@ -5,7 +5,7 @@
 - ``tiny_model`` (:func:`tiny_model_config`): the CPU path's local model, its sizes and warm start;
 - the model path, verl's V1 trainer, and the plugin module paths (a moved one names its new path).
 
-Each field is declared with :func:`rg_verl.schema.option` (default, one-line help, limits); the help is
+Each field is declared with :func:`rg_verl.common.schema.option` (default, one-line help, limits); the help is
 the comment above the field in ``rg_verl/conf/rg_verl_base.yaml``. Cross-field checks are each class's
 ``validate(where)``. Every error is a :class:`ConfigError` naming the field, the bad value and the fix.
 Nothing here reads a data file (of the data layer, only the shapes of ``rg_verl.data.formats`` are
@@ -22,10 +22,8 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from reasoning_gym.factory import CURRICULA, DATASETS, create_curriculum
 
-from rg_verl.data.formats import FileSource, check_curriculum_levels, check_filter, parse_source
-from rg_verl.data.generators import check_generator_config, dataset_name_error
-from rg_verl.grpo import guards
-from rg_verl.schema import (
+from rg_verl.common.names import GATES, MAX_SEED, MAX_SPLIT_SIZE, MODES, MOVED_MODULES, TERM_NAMES
+from rg_verl.common.schema import (
     ConfigError,
     check,
     check_keys,
@@ -36,10 +34,12 @@ from rg_verl.schema import (
     parse_section,
     plain,
 )
-from rg_verl.tiny_model import TinyModelConfig
-from rg_verl.vocab import GATES, MAX_SEED, MAX_SPLIT_SIZE, MODES, MOVED_MODULES, TERM_NAMES
+from rg_verl.cpu.tiny_model import TinyModelConfig
+from rg_verl.data.formats import FileSource, check_curriculum_levels, check_filter, parse_source
+from rg_verl.data.generators import check_generator_config, dataset_name_error
+from rg_verl.grpo import guards
 
-# ConfigError, check_keys and check_model_path (rg_verl.schema), MOVED_MODULES (rg_verl.vocab) and
+# ConfigError, check_keys and check_model_path (rg_verl.common.schema), MOVED_MODULES (rg_verl.common.names) and
 # dataset_name_error (rg_verl.data.generators) are re-exported
 __all__ = [
     "AdaptiveWeightsConfig", "CurriculumConfig", "DatasetSpec", "ReasoningGymConfig", "ReferenceTermsConfig",
@@ -321,7 +321,8 @@ class RewardConfig:
     response_prefix: str = option(
         "auto",
         "text the chat template opens the assistant turn with (a thinking model's <think>), judged before the "
-        "response by the format rules; auto: read off the tokenizer at tokenizer_path (rg_verl/chat_template.py)",
+        "response by the format rules; auto: read off the tokenizer at tokenizer_path "
+        "(rg_verl/common/chat_template.py)",
     )
     chat_template_kwargs: dict | None = option(
         None,
@@ -344,7 +345,7 @@ class RewardConfig:
             )
 
 
-# ---- the tiny_model section: declared by rg_verl.tiny_model (sizes) and rg_verl.warm_start (its options)
+# ---- the tiny_model section: declared by rg_verl.cpu.tiny_model (sizes) and rg_verl.cpu.warm_start (its options)
 
 
 def _run_prompts(config: DictConfig) -> dict[str, Any]:

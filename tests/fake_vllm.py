@@ -51,7 +51,7 @@ class LLM:
         self.tokenizer = AutoTokenizer.from_pretrained(model)
         self.kwargs = kwargs
         # vLLM ends a sequence at the model's end-of-sequence ids too, besides a request's stop_token_ids
-        from rg_verl.generation import eos_token_ids
+        from rg_verl.common.hf_generate import eos_token_ids
 
         self.eos_ids = set(eos_token_ids(self.model, self.tokenizer))
         self.calls: list[tuple[list[dict], list[SamplingParams]]] = []

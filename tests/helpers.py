@@ -74,7 +74,7 @@ def train_on_cpu(
 
     The tiny model is built in ``tmp_path/model``; with ``save`` the last step is saved in ``tmp_path/ckpt``.
     """
-    from rg_verl.tiny_model import build_tiny_model
+    from rg_verl.cpu.tiny_model import build_tiny_model
 
     model = build_tiny_model(tmp_path / "model")
     metrics = tmp_path / "metrics.jsonl"

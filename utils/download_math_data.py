@@ -21,7 +21,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from rg_verl.atomic import write_atomic
+from rg_verl.common.atomic import write_atomic
 
 GSM8K = ("openai/gsm8k", "main")
 MATH = "EleutherAI/hendrycks_math"

@@ -26,7 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from rg_verl.atomic import write_atomic  # noqa: E402
+from rg_verl.common.atomic import write_atomic  # noqa: E402
 from rg_verl.data.reference_questions import LIST_FILE, ReferenceItems, list_header  # noqa: E402
 from rg_verl.evaluation.config import load_config  # noqa: E402
 

@@ -23,11 +23,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from rg_verl.atomic import publish_dir  # noqa: E402
+from rg_verl.common.atomic import publish_dir  # noqa: E402
+from rg_verl.common.names import SPLIT_URI  # noqa: E402
 from rg_verl.data import search_cache  # noqa: E402
 from rg_verl.data.dataset import ReasoningGymDataset  # noqa: E402
 from rg_verl.data.export import compose  # noqa: E402
-from rg_verl.vocab import SPLIT_URI  # noqa: E402
 
 CONFIGS = REPO / "configs"
 STAMP = "WITHHELD"

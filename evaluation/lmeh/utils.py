@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from rg_verl.final_answer import gsm8k_reference, last_boxed
+from rg_verl.common.final_answer import gsm8k_reference, last_boxed
 from rg_verl.reward import extract_answer
 from rg_verl.reward.math_verify import math_equal
 

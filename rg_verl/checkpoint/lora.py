@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from rg_verl.vocab import PEFT_PREFIX
+from rg_verl.common.names import PEFT_PREFIX
 
 from .assembly import Source
 from .errors import CheckpointError

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from rg_verl.vocab import PEFT_PREFIX
+from rg_verl.common.names import PEFT_PREFIX
 
 from .assembly import Checkpoint, Source
 from .errors import CheckpointError

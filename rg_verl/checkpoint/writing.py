@@ -3,7 +3,7 @@
 Output tensors stream piece by piece (:func:`_produce`), a reader thread prepares the next piece while the
 main thread writes, weights are split into indexed shards, the ``huggingface/`` files are copied, and the
 result is built in a temporary folder that is renamed into place (:func:`staging`, over
-:func:`rg_verl.atomic.staging_dir`).
+:func:`rg_verl.common.atomic.staging_dir`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from rg_verl.atomic import PublishError, staging_dir
+from rg_verl.common.atomic import PublishError, staging_dir
 
 from .assembly import Checkpoint, assemble, bits_equal
 from .errors import CheckpointError, OutputExistsError
@@ -382,7 +382,7 @@ def _copy_hf_files(plan: Plan, folder: Path) -> None:
 def staging(out: Path, force: bool) -> Iterator[Path]:
     """A temporary folder beside ``out``, renamed to ``out`` when the block ends without an error.
 
-    :func:`rg_verl.atomic.staging_dir` with ``replace=force``: an empty ``out`` is replaced, a non-empty
+    :func:`rg_verl.common.atomic.staging_dir` with ``replace=force``: an empty ``out`` is replaced, a non-empty
     one only with ``force`` (moved aside, restored if the rename fails). On an error nothing is left
     behind. A folder that appeared meanwhile is an :class:`OutputExistsError`, as the CLI reports it.
     """

@@ -18,10 +18,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from rg_verl.common.schema import ConfigError
 from rg_verl.compare.config import load, only_oreo
 from rg_verl.compare.run import Comparison
 from rg_verl.compare.stages import StageError
-from rg_verl.schema import ConfigError
 
 __all__ = ["main", "main_iterate"]
 

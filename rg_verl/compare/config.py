@@ -17,8 +17,8 @@ from typing import Any
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from rg_verl.common.schema import ConfigError, option, parse_section, plain
 from rg_verl.evaluation.backends import BACKENDS
-from rg_verl.schema import ConfigError, option, parse_section, plain
 
 __all__ = ["DECODINGS", "METHODS", "REFERENCES", "CompareConfig", "Plan", "load", "plan"]
 

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from rg_verl.atomic import write_atomic
+from rg_verl.common.atomic import write_atomic
 from rg_verl.compare.stages import StageError
 
 __all__ = ["METRICS", "Row", "write_report"]

@@ -22,7 +22,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from rg_verl.atomic import write_atomic
+from rg_verl.common.atomic import write_atomic
 from rg_verl.compare.config import CompareConfig, Plan, plan
 from rg_verl.compare.report import Row, write_report
 from rg_verl.compare.stages import StageError, Stages, latest_step

@@ -9,9 +9,9 @@ import logging
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from rg_verl.common.schema import ConfigError
 from rg_verl.cpu.vllm_engine import ROLLOUT_SETTINGS as VLLM_ROLLOUT_SETTINGS
 from rg_verl.cpu.vllm_engine import engine_env
-from rg_verl.schema import ConfigError
 
 logger = logging.getLogger(__name__)
 

@@ -75,14 +75,7 @@ import torch
 from omegaconf import ListConfig
 from torch.utils.data import Dataset
 
-from rg_verl.config import AdaptiveWeightsConfig, CurriculumConfig, ReasoningGymConfig
-from rg_verl.data import reference_questions
-from rg_verl.data.candidates import Candidates
-from rg_verl.data.curriculum import MixState
-from rg_verl.data.files import FileDataset
-from rg_verl.data.holdout import question_hash, split_of
-from rg_verl.data.search_cache import NOT_FOUND, SearchCache
-from rg_verl.vocab import (
+from rg_verl.common.names import (
     DATASET_OFFSET_RANGE,
     MAX_ATTEMPTS,
     MAX_SPLIT_SIZE,
@@ -93,6 +86,13 @@ from rg_verl.vocab import (
     data_source,
     system_prompt,
 )
+from rg_verl.config import AdaptiveWeightsConfig, CurriculumConfig, ReasoningGymConfig
+from rg_verl.data import reference_questions
+from rg_verl.data.candidates import Candidates
+from rg_verl.data.curriculum import MixState
+from rg_verl.data.files import FileDataset
+from rg_verl.data.holdout import question_hash, split_of
+from rg_verl.data.search_cache import NOT_FOUND, SearchCache
 
 logger = logging.getLogger(__name__)
 

@@ -40,14 +40,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rg_verl.atomic import PublishError, staging_dir
+from rg_verl.common.atomic import PublishError, staging_dir
+from rg_verl.common.names import MAX_ATTEMPTS, SPLIT_SHARES, SPLIT_URI, SPLITS
+from rg_verl.common.schema import ConfigError, plain
 from rg_verl.config import ReasoningGymConfig
 from rg_verl.data.candidates import unseeded_hash_datasets
 from rg_verl.data.files import check_sources
 from rg_verl.data.holdout import SALT
 from rg_verl.grpo import launch
-from rg_verl.schema import ConfigError, plain
-from rg_verl.vocab import MAX_ATTEMPTS, SPLIT_SHARES, SPLIT_URI, SPLITS
 
 logger = logging.getLogger(__name__)
 

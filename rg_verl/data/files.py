@@ -39,12 +39,12 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
+from rg_verl.common.names import FILE_CATEGORY
+from rg_verl.common.schema import ConfigError
 from rg_verl.config import DatasetSpec, ReasoningGymConfig
 from rg_verl.data.curriculum import LevelCurriculum
 from rg_verl.data.formats import FILE_SUFFIXES, FORMATS, FileSource
 from rg_verl.data.holdout import normalise
-from rg_verl.schema import ConfigError
-from rg_verl.vocab import FILE_CATEGORY
 
 __all__ = ["FileDataset", "SourceError", "check_sources", "read_rows", "training_questions"]
 

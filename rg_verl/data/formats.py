@@ -26,10 +26,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from rg_verl.common.final_answer import gsm8k_reference, last_boxed
+from rg_verl.common.names import SPLITS
+from rg_verl.common.schema import ConfigError, check
 from rg_verl.data.curriculum import LevelCurriculum
-from rg_verl.final_answer import gsm8k_reference, last_boxed
-from rg_verl.schema import ConfigError, check
-from rg_verl.vocab import SPLITS
 
 __all__ = [
     "FILE_SUFFIXES",

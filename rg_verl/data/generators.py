@@ -11,7 +11,7 @@ import difflib
 
 from reasoning_gym.factory import DATASETS
 
-from rg_verl.schema import ConfigError
+from rg_verl.common.schema import ConfigError
 
 __all__ = ["check_generator_config", "dataset_name_error"]
 

@@ -4,7 +4,7 @@ Disjoint generator seeds do not give disjoint questions: a generator with a smal
 (``jugs``, ``string_splitting``, ...) repeats its questions under any seeds, so validation items would
 also be training items. So every question text belongs to exactly one split, decided by the text
 alone: its hash, read as a point in ``[0, 1)``, falls in the share of one split
-(``rg_verl.vocab.SPLIT_SHARES``: training 90%, validation 5%, evaluation 5%, in that order).
+(``rg_verl.common.names.SPLIT_SHARES``: training 90%, validation 5%, evaluation 5%, in that order).
 
 >>> split_of("What is 2 + 2?") in ("train", "val", "eval")
 True
@@ -26,7 +26,7 @@ import hashlib
 import re
 from typing import Any
 
-from rg_verl.vocab import SPLIT_SHARES, SPLITS
+from rg_verl.common.names import SPLIT_SHARES, SPLITS
 
 __all__ = ["normalise", "question_hash", "question_point", "split_of", "share_bounds"]
 

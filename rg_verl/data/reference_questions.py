@@ -29,11 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rg_verl.common.names import MAX_SEED
+from rg_verl.common.schema import ConfigError, named_mappings, option
 from rg_verl.config import ReasoningGymConfig
 from rg_verl.data.candidates import Candidates
 from rg_verl.data.holdout import question_hash
-from rg_verl.schema import ConfigError, named_mappings, option
-from rg_verl.vocab import MAX_SEED
 
 __all__ = [
     "LIST_FILE", "ReferenceItems", "ReferenceTraining", "entries_digest", "list_header", "recorded_digest",

@@ -33,10 +33,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rg_verl.common.names import MAX_ATTEMPTS
 from rg_verl.data import reference_questions
 from rg_verl.data.candidates import HASH_SEED_DEPENDENT
 from rg_verl.data.holdout import SALT
-from rg_verl.vocab import MAX_ATTEMPTS
 
 logger = logging.getLogger(__name__)
 

@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 
 from reasoning_gym.factory import DATASETS, create_curriculum, create_dataset, has_curriculum
 
+from rg_verl.common.names import SPLIT_SHARES, SPLITS
+from rg_verl.common.schema import ConfigError
 from rg_verl.config import ReasoningGymConfig
 from rg_verl.data.holdout import normalise, split_of
-from rg_verl.schema import ConfigError
-from rg_verl.vocab import SPLIT_SHARES, SPLITS
 
 __all__ = ["SpaceEstimate", "estimate_space", "space_size", "space_warnings", "widening_params"]
 

@@ -7,11 +7,11 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from rg_verl.common.schema import ConfigError
 from rg_verl.evaluation.backends import BACKENDS
 from rg_verl.evaluation.config import ITEMS, load_config
 from rg_verl.evaluation.decoding import DECODING_MODES
 from rg_verl.evaluation.runner import evaluate
-from rg_verl.schema import ConfigError
 
 logger = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ they are (``dtype`` and every field they lack has a default). A minimal file::
             params: {min_terms: 2}
 
 Values may use OmegaConf interpolation, e.g. ``${oc.env:MY_MODEL,/default/path}``. Each field is
-declared once, with its default, help and limits (:func:`rg_verl.schema.option`), and parsed by
-:func:`rg_verl.schema.parse_section`; every error is a :class:`rg_verl.schema.ConfigError` naming the
+declared once, with its default, help and limits (:func:`rg_verl.common.schema.option`), and parsed by
+:func:`rg_verl.common.schema.parse_section`; every error is a :class:`rg_verl.common.schema.ConfigError` naming the
 file, the field, the bad value and the fix. Parsing reads no data file: a file dataset's ``source`` is
 checked for its shape here, and its file is read and checked by the run, before any model loads
 (:func:`rg_verl.evaluation.runner.check_files`).
@@ -38,6 +38,8 @@ from omegaconf.errors import OmegaConfBaseException
 from reasoning_gym.factory import DATASETS
 from reasoning_gym.utils import SYSTEM_PROMPTS
 
+from rg_verl.common.names import MAX_SEED, MAX_SPLIT_SIZE, MODES, system_prompt
+from rg_verl.common.schema import ConfigError, option, parse_section
 from rg_verl.config import ReasoningGymConfig, check_model_path, dataset_name_error
 from rg_verl.data.reference_questions import ReferenceTraining
 from rg_verl.evaluation.backends import BACKENDS
@@ -45,8 +47,6 @@ from rg_verl.evaluation.decoding import DecodingConfig, check_value_model
 from rg_verl.evaluation.fields import above_zero, dataset_names, maybe_text, parse_entry, run_name, text
 from rg_verl.evaluation.metrics import default_k_values
 from rg_verl.retry.episode import RetryConfig
-from rg_verl.schema import ConfigError, option, parse_section
-from rg_verl.vocab import MAX_SEED, MAX_SPLIT_SIZE, MODES, system_prompt
 
 __all__ = ["DatasetEntry", "CategoryEntry", "EvalConfig", "load_config", "parse_config", "check_runtime"]
 

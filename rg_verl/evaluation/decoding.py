@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rg_verl.common.schema import ConfigError, option
 from rg_verl.evaluation.fields import maybe_text, parse_entry
 from rg_verl.oreo.trajectories import tokenizer_fingerprint
-from rg_verl.schema import ConfigError, option
 
 __all__ = ["DECODING_MODES", "DecodingConfig", "check_value_model", "parse_decoding"]
 

@@ -12,7 +12,7 @@ Each question goes to the model as training sends it: the system prompt (reasoni
 ``--system-prompt`` says otherwise), then the question, through the chat template (the evaluation's ``hf``
 backend generates; ``--chat-template-kwargs`` passes arguments such as ``enable_thinking`` to the template). The
 response is shown as its ``<think>`` part and its ``<answer>`` part (``rg_verl.reward.extract_answer``), read after
-the text a thinking model's template opens the turn with (``rg_verl.chat_template``), which the score's format
+the text a thinking model's template opens the turn with (``rg_verl.common.chat_template``), which the score's format
 check counts too. Model output is only printed (control characters escaped), never run.
 
 :func:`run_demo` is the loop; it takes any ``generate(messages) -> text``, so it runs without a model.
@@ -27,12 +27,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from rg_verl.chat_template import AUTO, resolve_response_prefix
+from rg_verl.common.chat_template import AUTO, resolve_response_prefix
+from rg_verl.common.names import MAX_SEED, THINK_CLOSE, THINK_OPEN, Messages, chat_messages, system_prompt
 from rg_verl.evaluation.backends.base import Sampling
 from rg_verl.evaluation.backends.hf import HFBackend
 from rg_verl.evaluation.items import eval_split
 from rg_verl.reward import compute_score, extract_answer
-from rg_verl.vocab import MAX_SEED, THINK_CLOSE, THINK_OPEN, Messages, chat_messages, system_prompt
 
 Generate = Callable[[Messages], str]
 

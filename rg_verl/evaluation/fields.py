@@ -1,7 +1,7 @@
 """The evaluation config's value checks that no type check covers, and the parser of one YAML entry.
 
 Each takes ``where`` (the field's path, e.g. ``categories[0].datasets[1].dataset``) and the value, and
-answers the checked value or raises :class:`rg_verl.schema.ConfigError` naming the field and the fix.
+answers the checked value or raises :class:`rg_verl.common.schema.ConfigError` naming the field and the fix.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any
 
 from reasoning_gym.factory import DATASETS
 
+from rg_verl.common.schema import ConfigError, parse_section
 from rg_verl.config import dataset_name_error
-from rg_verl.schema import ConfigError, parse_section
 
 __all__ = ["above_zero", "dataset_names", "maybe_text", "parse_entry", "run_name", "text"]
 

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 
 from omegaconf import OmegaConf
 
+from rg_verl.common.names import EVAL_SPLIT, Messages, chat_messages, data_source
 from rg_verl.data.dataset import EmptyShareError, ReasoningGymDataset, to_json_safe
 from rg_verl.data.holdout import question_hash
 from rg_verl.data.reference_questions import ReferenceItems
 from rg_verl.evaluation.config import ITEMS, DatasetEntry, EvalConfig
-from rg_verl.vocab import EVAL_SPLIT, Messages, chat_messages, data_source
 
 logger = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-from rg_verl.atomic import write_atomic
+from rg_verl.common.atomic import write_atomic
 from rg_verl.data.holdout import normalise, question_hash, split_of
 from rg_verl.data.reference_questions import withheld
 from rg_verl.evaluation.config import EvalConfig

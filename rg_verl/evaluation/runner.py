@@ -27,8 +27,9 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from rg_verl import reward
-from rg_verl.atomic import write_atomic
-from rg_verl.chat_template import AUTO
+from rg_verl.common.atomic import write_atomic
+from rg_verl.common.chat_template import AUTO
+from rg_verl.common.schema import ConfigError
 from rg_verl.data.files import check_sources
 from rg_verl.data.reference_questions import training_questions
 from rg_verl.evaluation.backends import Backend, Completion, Sampling, create_backend
@@ -39,7 +40,6 @@ from rg_verl.evaluation.report import build_results, write_reports
 from rg_verl.evaluation.store import ItemStore
 from rg_verl.retry.episode import episode_record
 from rg_verl.reward.episode import EPISODE_KEY
-from rg_verl.schema import ConfigError
 
 __all__ = ["check_files", "evaluate", "reference_training", "score_item", "resolve_run_dir"]
 

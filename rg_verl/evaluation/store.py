@@ -1,5 +1,5 @@
 """Results on disk: items.jsonl grows one line per finished item (reports are replaced atomically, with
-``rg_verl.atomic.write_atomic``).
+``rg_verl.common.atomic.write_atomic``).
 
 An interrupted run loses nothing and duplicates nothing: a line is written (and fsynced) only once
 all of an item's completions are scored, a torn last line (a crash mid-write) is cut off when the file

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from rg_verl.schema import ConfigError
+from rg_verl.common.schema import ConfigError
 
 __all__ = ["MARK", "CONSOLE_MODES", "console_mode", "progress_line", "progress_text", "quiet_console"]
 

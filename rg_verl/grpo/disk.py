@@ -23,7 +23,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from rg_verl.schema import ConfigError
+from rg_verl.common.schema import ConfigError
 
 __all__ = ["BYTES_PER_PARAMETER", "check_output_dir", "checkpoint_bytes", "count_parameters", "nearest_folder"]
 

@@ -27,8 +27,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from rg_verl.common.schema import ConfigError
 from rg_verl.retry.episode import AGENT_LOOP, RetryConfig
-from rg_verl.schema import ConfigError
 
 __all__ = [
     "BINARY_METRICS",

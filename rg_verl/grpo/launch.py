@@ -4,7 +4,7 @@ A config travels through four rooms, once each:
 
 1. **validation** (:func:`rg_verl.config.validate`): our sections' schemas, the trainer and the plugin
    paths, before anything is built (a config of reasoning-gym's own training scripts is refused first,
-   with the command that converts it: :func:`rg_verl.migrate.refuse_reference_schema`);
+   with the command that converts it: :func:`rg_verl.migrate.command.refuse_reference_schema`);
 2. **data** (:func:`rg_verl.data.files.check_sources`): every file dataset's files are read and checked,
    and :func:`rg_verl.data.spaces.space_warnings` warns about generators whose space is too small for a
    split (``+dry_run=true`` stops after this room and prints sample items and each split's repeats);
@@ -40,8 +40,11 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 import rg_verl
+from rg_verl.common.names import SPLIT_URI, SPLITS
+from rg_verl.common.schema import ConfigError
 from rg_verl.config import MOVED_MODULES, tiny_model_config, validate
 from rg_verl.cpu.settings import PLATFORM_MODULE, apply_cpu_settings, cpu_env
+from rg_verl.cpu.tiny_model import ensure_tiny_model
 from rg_verl.data.candidates import unseeded_hash_datasets
 from rg_verl.data.files import check_sources
 from rg_verl.data.spaces import space_warnings
@@ -50,11 +53,8 @@ from rg_verl.grpo.cluster import forwarded_env, joins_a_cluster
 from rg_verl.grpo.console import MARK, console_mode, quiet_console
 from rg_verl.grpo.disk import check_output_dir
 from rg_verl.grpo.resume import check_resume
-from rg_verl.migrate import refuse_reference_schema
+from rg_verl.migrate.command import refuse_reference_schema
 from rg_verl.retry.episode import AGENT_LOOP
-from rg_verl.schema import ConfigError
-from rg_verl.tiny_model import ensure_tiny_model
-from rg_verl.vocab import SPLIT_URI, SPLITS
 
 logger = logging.getLogger(__name__)
 
@@ -114,7 +114,7 @@ def ensure_model(config: DictConfig) -> None:
 
     Only an absolute path is built; anything else (a hub id, a relative path) is left to verl. The
     ``tiny_model`` section (:func:`rg_verl.config.tiny_model_config`, checked by validation already)
-    gives :func:`rg_verl.tiny_model.ensure_tiny_model` its options and warm start.
+    gives :func:`rg_verl.cpu.tiny_model.ensure_tiny_model` its options and warm start.
     """
     tiny = tiny_model_config(config)
     path = config.actor_rollout_ref.model.path

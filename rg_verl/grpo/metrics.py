@@ -29,8 +29,8 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
+from rg_verl.common.names import RG_PREFIX
 from rg_verl.grpo.sampler import SampledGroup
-from rg_verl.vocab import RG_PREFIX
 
 __all__ = [
     "category_means",

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from rg_verl.schema import ConfigError
+from rg_verl.common.schema import ConfigError
 
 __all__ = ["TRACKER", "check_resume", "checkpoint_steps", "missing_parts"]
 

@@ -20,7 +20,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from rg_verl.atomic import write_atomic
+from rg_verl.common.atomic import write_atomic
 
 logger = logging.getLogger(__name__)
 

@@ -28,11 +28,11 @@ from collections import defaultdict, deque
 from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
+from rg_verl.common.names import source_name
 from rg_verl.grpo.console import progress_line
 from rg_verl.grpo.metrics import category_means, group_outcomes, reward_means, self_correction_rates
 from rg_verl.grpo.reward_curve import REWARD_KEY, RewardCurve
 from rg_verl.grpo.sampler import CompleteGroupsBuffer, SampledGroup, groups_of, read_rewards
-from rg_verl.vocab import source_name
 
 logger = logging.getLogger(__name__)
 

@@ -24,11 +24,11 @@ from transformers import AutoModelForCausalLM
 from verl.utils.device import get_device_name
 from verl.workers.rollout.replica import TokenOutput
 
-from rg_verl.generation import eos_token_ids, plain_generation_config, response_length
+from rg_verl.common.hf_generate import eos_token_ids, plain_generation_config, response_length
+from rg_verl.common.names import PEFT_PREFIX
 from rg_verl.hf_rollout.attention import attention_for
 from rg_verl.hf_rollout.kv_cache import GrowingCache, growing_cache_for
 from rg_verl.hf_rollout.prefix_cache import PrefixCache
-from rg_verl.vocab import PEFT_PREFIX
 
 logger = logging.getLogger(__name__)
 

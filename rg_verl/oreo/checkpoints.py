@@ -18,7 +18,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from rg_verl.atomic import write_atomic
+from rg_verl.common.atomic import write_atomic
 from rg_verl.oreo.value_init import token_classification_architecture
 
 __all__ = ["STATE_FILE", "ResumeError", "checkpoint_config", "load", "save", "trajectories_key"]

@@ -38,7 +38,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from rg_verl.atomic import write_atomic
+from rg_verl.common.atomic import write_atomic
+from rg_verl.common.names import SPLIT_URI, SPLITS
+from rg_verl.common.schema import ConfigError, check_model_path, plain
 from rg_verl.config import ReasoningGymConfig
 from rg_verl.cpu import vllm_engine
 from rg_verl.data.candidates import unseeded_hash_datasets
@@ -54,8 +56,6 @@ from rg_verl.oreo.trajectories import (
     tokenizer_fingerprint,
 )
 from rg_verl.reward.score import reward_config
-from rg_verl.schema import ConfigError, check_model_path, plain
-from rg_verl.vocab import SPLIT_URI, SPLITS
 
 __all__ = ["BackendSettings", "build_parser", "chunk_seed", "collect", "main"]
 

@@ -8,7 +8,7 @@ An OREO config (``rg_verl/conf/oreo_base.yaml``, experiments under ``configs/ore
 - ``actor`` and ``critic``: each verl's own ``model``, ``engine`` and ``optim`` groups, composed from verl's
   config folder and turned into verl's dataclasses (verl checks those); ``checkpoint``: verl's checkpoint group.
 
-Every field here is declared with :func:`rg_verl.schema.option`; the help is the comment above the field in
+Every field here is declared with :func:`rg_verl.common.schema.option`; the help is the comment above the field in
 the base YAML. :func:`validate` runs every check that needs no model: a bad config fails naming the field.
 """
 
@@ -22,7 +22,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from rg_verl.schema import ConfigError, check_model_path, option, parse_section, plain
+from rg_verl.common.schema import ConfigError, check_model_path, option, parse_section, plain
 
 __all__ = [
     "ACTOR_INIT", "KL_TYPES", "OreoConfig", "OreoDataConfig", "OreoRewardConfig", "OreoTrainerConfig", "OreoSettings",

@@ -21,11 +21,11 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
+from rg_verl.common.schema import ConfigError
 from rg_verl.cpu.settings import OREO_CPU_SETTINGS, apply_settings, cpu_env
 from rg_verl.grpo.launch import repo_root, resolve_config_dir
 from rg_verl.oreo.checkpoints import ResumeError
 from rg_verl.oreo.config import validate
-from rg_verl.schema import ConfigError
 
 __all__ = ["main", "main_hydra_task", "main_task", "prepare_process", "single_process_env"]
 

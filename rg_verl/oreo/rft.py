@@ -31,10 +31,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rg_verl.common.schema import ConfigError
 from rg_verl.cpu.settings import apply_settings, cpu_env
 from rg_verl.oreo.launch import single_process_env
 from rg_verl.oreo.trajectories import Trajectory, load_trajectories
-from rg_verl.schema import ConfigError
 
 __all__ = ["CPU_SETTINGS", "build_parser", "main", "rft_rows", "sft_config"]
 

@@ -25,9 +25,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from rg_verl.common.hf_generate import saved_eos_token_ids
 from rg_verl.evaluation.backends import Sampling
 from rg_verl.evaluation.backends.hf import prompt_token_ids
-from rg_verl.generation import saved_eos_token_ids
 from rg_verl.oreo.trajectories import shard_is_stored, shard_name, write_shard
 from rg_verl.reward.score import count_tokens, reward_config, score_with
 

@@ -30,7 +30,7 @@ from typing import Any
 import torch
 from transformers import DynamicCache, StoppingCriteria, StoppingCriteriaList
 
-from rg_verl.generation import batch_seed, eos_token_ids
+from rg_verl.common.hf_generate import batch_seed, eos_token_ids
 from rg_verl.oreo.steps import Request, StepExpander, delimiter_token_ids
 
 __all__ = ["HFStepExpander", "HFValueScorer", "PromptCache", "delimiter_token_ids"]
@@ -115,8 +115,8 @@ class HFStepExpander(StepExpander):
         temperature, top_p: sampling as in the ``hf`` evaluation backend (top_k off); temperature 0 is
             greedy, and its ``k`` continuations are copies of one.
         seed: with sampling, torch's global generator is seeded before call n from (seed, n)
-            (``rg_verl.generation.batch_seed``), so the same calls give the same steps.
-        eos_ids: the ids that end a response; default ``rg_verl.generation.eos_token_ids(model, tokenizer)``.
+            (``rg_verl.common.hf_generate.batch_seed``), so the same calls give the same steps.
+        eos_ids: the ids that end a response; default ``rg_verl.common.hf_generate.eos_token_ids(model, tokenizer)``.
         max_tokens: the most response tokens in all (the total budget); a step that reaches it is finished.
         delimiter_ids: :func:`delimiter_token_ids` of ``delimiters``, where the caller keeps them (finding them
             decodes the whole vocabulary).
@@ -202,7 +202,7 @@ class HFValueScorer:
 
     Args:
         value_model: the value model (put in eval mode here); ``logits[..., 0]`` is V.
-        eos_ids: the ids that end a response (default ``rg_verl.generation.eos_token_ids(value_model)``);
+        eos_ids: the ids that end a response (default ``rg_verl.common.hf_generate.eos_token_ids(value_model)``);
             pass the expander's, so both agree on which states are finished.
         pad_id: the id that fills the padding (any id: padded positions are masked and never read).
     """

@@ -39,7 +39,7 @@ from verl.utils.metric import Metric
 from verl.utils.tracking import Tracking
 from verl.workers.engine_workers import TrainingWorker, TrainingWorkerConfig
 
-from rg_verl.atomic import write_atomic
+from rg_verl.common.atomic import write_atomic
 from rg_verl.oreo import checkpoints
 from rg_verl.oreo.batches import BatchPlan, chunks, engine_batch, step_starts, unbind_responses
 from rg_verl.oreo.config import ACTOR_INIT, OreoSettings, verl_sections, world_size

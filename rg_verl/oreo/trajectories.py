@@ -16,7 +16,7 @@ Each shard's parquet metadata (key :data:`METADATA_KEY`) names its split, item r
 the :func:`tokenizer_fingerprint` of the tokenizer that made its ids, so a lone file still says which
 policy it fits. :func:`load_trajectories` reads shards into :class:`Trajectory` rows, with OREO's balancing
 (:func:`balance`), a length limit and a permuted-reward negative control; every problem with the files is
-a :class:`~rg_verl.schema.ConfigError` naming the file and the fix.
+a :class:`~rg_verl.common.schema.ConfigError` naming the file and the fix.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rg_verl.atomic import write_atomic
-from rg_verl.schema import ConfigError
+from rg_verl.common.atomic import write_atomic
+from rg_verl.common.schema import ConfigError
 
 __all__ = [
     "BASE_COLUMNS", "IDS_SOURCES", "MANIFEST", "METADATA_KEY", "REQUIRED_COLUMNS", "Trajectory", "balance",

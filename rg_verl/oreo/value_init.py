@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from rg_verl.atomic import write_atomic
+from rg_verl.common.atomic import write_atomic
 
 __all__ = ["RECORD", "prepare_value_model", "token_classification_architecture"]
 

@@ -26,10 +26,10 @@ from uuid import uuid4
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
 from verl.utils.profiler import simple_timer
 
+from rg_verl.common.schema import plain
 from rg_verl.retry.episode import AGENT_LOOP, RetryConfig, episode_record
 from rg_verl.reward.episode import EPISODE_KEY
 from rg_verl.reward.score import reward_config, score_with
-from rg_verl.schema import plain
 
 __all__ = ["RetryAgentLoop"]
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rg_verl.schema import ConfigError, option, parse_section
+from rg_verl.common.schema import ConfigError, option, parse_section
 
 __all__ = ["AGENT_LOOP", "RetryConfig", "episode_record"]
 

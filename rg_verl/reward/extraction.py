@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rg_verl.final_answer import last_boxed
-from rg_verl.vocab import ANSWER_CLOSE, ANSWER_OPEN, TAGS, THINK_CLOSE, THINK_OPEN, parse_data_source
+from rg_verl.common.final_answer import last_boxed
+from rg_verl.common.names import ANSWER_CLOSE, ANSWER_OPEN, TAGS, THINK_CLOSE, THINK_OPEN, parse_data_source
 
 __all__ = ["extract_answer", "response_answer"]
 

@@ -19,7 +19,8 @@ from typing import Any, NamedTuple
 
 from reasoning_gym.factory import get_score_answer_fn
 
-from rg_verl.chat_template import load_tokenizer, resolve_response_prefix
+from rg_verl.common.chat_template import load_tokenizer, resolve_response_prefix
+from rg_verl.common.names import FILE_PREFIX, MODES, RG_PREFIX, parse_data_source
 from rg_verl.config import RewardConfig
 from rg_verl.reward.episode import EPISODE_KEY, episode_values, is_episode
 from rg_verl.reward.extraction import response_answer
@@ -27,7 +28,6 @@ from rg_verl.reward.math_verify import math_equal_status
 from rg_verl.reward.sympy_guard import SYMPY_PARSED, is_plain_expression
 from rg_verl.reward.terms import TERMS, Response, clamp_unit, revised_answers, self_correction_term
 from rg_verl.reward.time_limit import Status, call_bounded
-from rg_verl.vocab import FILE_PREFIX, MODES, RG_PREFIX, parse_data_source
 
 __all__ = ["compute_score", "count_tokens", "reward_config", "score_with"]
 
@@ -218,8 +218,8 @@ def compute_score(
             chat_template_kwargs: the reward kwargs, each declared with its meaning in ``rg_verl.config.RewardConfig``.
             ``mode`` picks the extraction behind the reward (both are reported); ``terms`` add weighted extra
             terms (``rg_verl.reward.terms``) that ``gates`` may let count only for right or wrong answers;
-            ``response_prefix`` is the text a thinking model's template opens the turn with (``rg_verl.chat_template``),
-            judged before the response by the format rules.
+            ``response_prefix`` is the text a thinking model's template opens the turn with
+            (``rg_verl.common.chat_template``), judged before the response by the format rules.
         response_tokens: The response's length in tokens as :func:`count_tokens` counts it, from a caller
             that counted many responses at once; counted here with ``tokenizer_path`` when None.
         **kwargs: Other keyword arguments from verl; ignored.
@@ -297,7 +297,7 @@ def _dataset(data_source: Any) -> tuple[str, bool]:
 
 
 def _verdicts(text: str, data_source: str, score: _Score) -> dict[str, _Verdict]:
-    """The answer and its score under each mode of :data:`~rg_verl.vocab.MODES`; one scoring if they agree."""
+    """The answer and its score under each mode of :data:`~rg_verl.common.names.MODES`; one scoring if they agree."""
     verdicts: dict[str, _Verdict] = {}
     for mode in MODES:
         answer = response_answer(text, data_source, strict=mode == "strict")

@@ -5,7 +5,7 @@ Every term is a plain function ``term(response: Response) -> float`` in :data:`T
 ``reward.custom_reward_function.reward_kwargs.terms`` is non-zero, and reports every term's value.
 
 To add a term: write the function here, document its range, add it to :data:`TERMS` and its name to
-``rg_verl.vocab.TERM_NAMES`` (the names ``rg_verl.config.RewardConfig`` accepts; a test keeps the two equal).
+``rg_verl.common.names.TERM_NAMES`` (the names ``rg_verl.config.RewardConfig`` accepts; a test keeps the two equal).
 
 Terms:
 
@@ -39,7 +39,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rg_verl.vocab import ANSWER_CLOSE, ANSWER_OPEN, THINK_CLOSE, THINK_OPEN
+from rg_verl.common.names import ANSWER_CLOSE, ANSWER_OPEN, THINK_CLOSE, THINK_OPEN
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,9 @@ import os
 
 import pytest
 
+from rg_verl.common.names import RG_PREFIX, SPLIT_URI
 from rg_verl.data.dataset import ReasoningGymDataset
 from rg_verl.data.holdout import normalise, split_of
-from rg_verl.vocab import RG_PREFIX, SPLIT_URI
 from tests.math_fixtures import write_math_dirs
 from tests.unit.test_shipped_configs import CONFIGS, composed, config_id
 

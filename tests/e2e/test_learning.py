@@ -4,7 +4,7 @@ same run with every advantage negated does not.
 A green pipeline can still learn nothing: a reward with the wrong sign, the wrong group, a rollout
 that misses the weight updates, a reward on the wrong token all give a flat curve. Here the
 signal goes through everything a real run uses: ``train_grpo.py``, our dataset, our reward and
-verl's GRPO update. The tiny model gets a short supervised warm start (rg_verl/tiny_model.py) after
+verl's GRPO update. The tiny model gets a short supervised warm start (rg_verl/cpu/tiny_model.py) after
 which about a quarter of its samples have the strict think/answer format; the reward pays for
 that format (see the config).
 
@@ -161,7 +161,7 @@ def test_run_draws_its_reward_curve_from_verls_metrics(grpo_run):
 
 @pytest.mark.slow
 def test_warm_start_makes_the_format_reachable_not_saturated(grpo_run, negated_run, model_dir):
-    from rg_verl.warm_start import WARM_START_RECORD
+    from rg_verl.cpu.warm_start import WARM_START_RECORD
 
     record = json.loads((model_dir / WARM_START_RECORD).read_text())
     assert record["options"]["warm_start"]["format_rate"] == 0.3

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from rg_verl.tiny_model import build_tiny_model
+from rg_verl.cpu.tiny_model import build_tiny_model
 from tests.helpers import REPO
 
 pytestmark = pytest.mark.slow

@@ -28,7 +28,7 @@ COMPARED = ("oreo/value_loss", "oreo/policy_loss", "oreo/kl", "actor/grad_norm",
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
-    from rg_verl.tiny_model import build_tiny_model
+    from rg_verl.cpu.tiny_model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("oreo_e2e") / "tiny")
 
@@ -259,7 +259,7 @@ def test_a_reference_model_folder_gives_the_reference_log_probs(tmp_path, model,
 
 
 def test_a_reference_folder_of_another_vocabulary_is_refused_before_training(tmp_path, model, trajectories):
-    from rg_verl.tiny_model import build_tiny_model
+    from rg_verl.cpu.tiny_model import build_tiny_model
 
     other = build_tiny_model(tmp_path / "other", vocab_size=300)
     proc = run_train_oreo(

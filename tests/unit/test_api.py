@@ -9,7 +9,7 @@ import pytest
 
 import rg_verl
 from rg_verl.api import compose
-from rg_verl.schema import ConfigError
+from rg_verl.common.schema import ConfigError
 from tests.helpers import REPO
 
 
@@ -37,7 +37,7 @@ def test_train_checks_before_anything_runs(capsys):
 
 
 def test_evaluate_takes_a_path_or_a_dict_with_the_commands_overrides(tmp_path):
-    from rg_verl.tiny_model import build_tiny_model
+    from rg_verl.cpu.tiny_model import build_tiny_model
 
     model = build_tiny_model(tmp_path / "tiny")
     path = REPO / "evaluation" / "configs" / "smoke.yaml"

@@ -14,6 +14,7 @@ import sys
 import pytest
 from omegaconf import OmegaConf
 
+from rg_verl.common.names import TERM_NAMES
 from rg_verl.config import (
     MOVED_MODULES,
     ConfigError,
@@ -23,10 +24,9 @@ from rg_verl.config import (
     tiny_model_config,
     validate,
 )
+from rg_verl.cpu.tiny_model import TinyModelConfig, TinyModelOptions
+from rg_verl.cpu.warm_start import WARM_START_DEFAULTS, WarmStartOptions
 from rg_verl.reward.terms import TERMS
-from rg_verl.tiny_model import TinyModelConfig, TinyModelOptions
-from rg_verl.vocab import TERM_NAMES
-from rg_verl.warm_start import WARM_START_DEFAULTS, WarmStartOptions
 from tests.helpers import REPO
 
 

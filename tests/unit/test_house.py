@@ -91,7 +91,7 @@ def test_each_concern_has_its_folder_with_a_docstring(folder):
     assert ast.get_docstring(ast.parse(init.read_text())), f"rg_verl/{folder}/__init__.py says what the folder holds"
 
 
-# names rg_verl.vocab owns: no other package module may assign them
+# names rg_verl.common.names owns: no other package module may assign them
 SHARED = re.compile(
     r"^(SPLITS|SPLIT_URI|EVAL_SPLIT|SPLIT_STRIDE|MAX_SEED|RG_PREFIX|FILE_PREFIX|DATA_SOURCE_PREFIX|MODES|"
     r"PEFT_PREFIX|_PEFT_PREFIX|Messages|THINK_OPEN|THINK_CLOSE|ANSWER_OPEN|ANSWER_CLOSE)\s*[:=]",
@@ -99,14 +99,14 @@ SHARED = re.compile(
 )
 
 
-def test_shared_names_are_spelled_only_in_vocab():
+def test_shared_names_are_spelled_only_in_common_names():
     offenders = [
         f"{p.relative_to(REPO)}: {m.group(1)}"
         for p in _sources("rg_verl")
-        if p.name != "vocab.py"
+        if p.relative_to(REPO).as_posix() != "rg_verl/common/names.py"
         for m in SHARED.finditer(p.read_text())
     ]
-    assert not offenders, "import these from rg_verl.vocab instead:\n" + "\n".join(offenders)
+    assert not offenders, "import these from rg_verl.common.names instead:\n" + "\n".join(offenders)
 
 
 def _string_literals(path) -> list[str]:
@@ -127,22 +127,22 @@ def _string_literals(path) -> list[str]:
     ]
 
 
-# markup that rg_verl.vocab spells: the response tags and the split URI
-VOCAB_TEXT = ("<think>", "</think>", "<answer>", "</answer>", "reasoning_gym://")
+# markup that rg_verl.common.names spells: the response tags and the split URI
+NAMES_TEXT = ("<think>", "</think>", "<answer>", "</answer>", "reasoning_gym://")
 
 
-def test_tags_and_split_uris_are_spelled_only_in_vocab():
+def test_tags_and_split_uris_are_spelled_only_in_common_names():
     offenders = [
         f"{p.relative_to(REPO)}: {literal[:60]!r}"
         for p in _sources("rg_verl")
-        if p.name != "vocab.py"
+        if p.relative_to(REPO).as_posix() != "rg_verl/common/names.py"
         for literal in _string_literals(p)
-        if literal.lstrip().startswith(VOCAB_TEXT)  # markup, not prose that mentions a tag
+        if literal.lstrip().startswith(NAMES_TEXT)  # markup, not prose that mentions a tag
     ]
-    assert not offenders, "use rg_verl.vocab's constants:\n" + "\n".join(offenders)
+    assert not offenders, "use rg_verl.common.names's constants:\n" + "\n".join(offenders)
 
 
-def test_the_vocab_check_sees_an_f_string(tmp_path):
+def test_the_names_check_sees_an_f_string(tmp_path):
     """The negative control: a tag inside an f-string is found, one in a docstring is not."""
     path = tmp_path / "probe.py"
     path.write_text('"""Says <answer> in prose."""\nx = 3\ny = f"<answer>{x}</answer>"\n')

@@ -130,7 +130,7 @@ def test_recipe_terms_add_up_to_the_published_reward(correct, formatted, revised
 
 @pytest.fixture(scope="module")
 def tokenizer_path(tmp_path_factory) -> str:
-    from rg_verl.tiny_model import build_tiny_model
+    from rg_verl.cpu.tiny_model import build_tiny_model
 
     return str(build_tiny_model(tmp_path_factory.mktemp("tokenizer") / "model"))
 

@@ -22,10 +22,10 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf
 
+from rg_verl.common.names import TERM_NAMES
 from rg_verl.config import validate
 from rg_verl.data.curriculum import MixState
 from rg_verl.evaluation.config import load_config
-from rg_verl.vocab import TERM_NAMES
 from tests.helpers import REPO
 from tests.unit.test_shipped_configs import CONFIGS_DIR, composed
 

@@ -319,7 +319,7 @@ def _section_classes() -> list[type]:
     ]
 
 
-SCHEMA_FILES = {str(PACKAGE / "config.py"), str(PACKAGE / "schema.py")}
+SCHEMA_FILES = {str(PACKAGE / "config.py"), str(PACKAGE / "common" / "schema.py")}
 
 
 def _read_by_a_user(frame, accessors: set[str]) -> bool:
@@ -386,7 +386,7 @@ def test_every_reasoning_gym_field_is_read_by_the_code_that_uses_it(monkeypatch,
 
 @pytest.fixture(scope="module")
 def tokenizer_path(tmp_path_factory) -> str:
-    from rg_verl.tiny_model import build_tiny_model
+    from rg_verl.cpu.tiny_model import build_tiny_model
 
     return str(build_tiny_model(tmp_path_factory.mktemp("tokenizer") / "model"))
 
@@ -429,7 +429,7 @@ def test_every_reward_key_changes_the_reward(tokenizer_path, tmp_path):
     # response_prefix: the text a thinking template opened the turn with counts for the format
     assert score(rest)["format_ok"] == 0.0 and score(rest, response_prefix="<think>")["format_ok"] == 1.0
     # chat_template_kwargs: auto renders a thinking template with them (thinking off: an empty think block)
-    from rg_verl.tiny_model import _train_tokenizer
+    from rg_verl.cpu.tiny_model import _train_tokenizer
 
     _train_tokenizer(300, 0, 512, thinking_template=True).save_pretrained(tmp_path)
     assert score(bare, tokenizer_path=str(tmp_path))["format_ok"] == 0.0

@@ -65,7 +65,7 @@ def warm_model(tmp_path_factory) -> Path:
     """The learn config's warm-started tiny model at head size 64, its folder's generation_config.json setting
     sampling defaults (a strong repetition penalty, top_k 1) that neither backend may apply. Its distributions are
     sharp, so greedy decoding has no near-ties for float rounding to flip."""
-    from rg_verl.tiny_model import build_tiny_model
+    from rg_verl.cpu.tiny_model import build_tiny_model
 
     folder = tmp_path_factory.mktemp("warm") / "model"
     warm = {

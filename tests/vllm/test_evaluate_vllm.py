@@ -57,7 +57,7 @@ def test_greedy_with_repeats_on_vllm_matches_the_hf_backend(warm_model, tmp_path
 def test_sampling_and_a_thinking_template_on_vllm(tmp_path):
     """Sampled repeats differ and a seed repeats them; the prompt ids vLLM generated from are the chat template's
     ids with the config's chat_template_kwargs, the ids training and the hf backend use."""
-    from rg_verl.tiny_model import build_tiny_model
+    from rg_verl.cpu.tiny_model import build_tiny_model
 
     model = build_tiny_model(tmp_path / "thinking", thinking_template=True, **HEAD64)
     config = parse_config(eval_config(model, tmp_path, chat_template_kwargs={"enable_thinking": False}))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from rg_verl.vocab import Messages
+from rg_verl.common.names import Messages
 
 __all__ = ["GREEDY_BELOW", "Backend", "Completion", "Messages", "Sampling"]
 

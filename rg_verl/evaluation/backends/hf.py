@@ -8,8 +8,8 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from rg_verl.common.hf_generate import batch_seed, eos_token_ids, plain_generation_config, response_length
 from rg_verl.evaluation.backends.base import Backend, Completion, Messages, Sampling
-from rg_verl.generation import batch_seed, eos_token_ids, plain_generation_config, response_length
 
 __all__ = ["HFBackend", "batch_seed", "prompt_token_ids"]
 
@@ -36,7 +36,7 @@ class HFBackend(Backend):
     Each batch is one ``generate`` call that samples ``n`` sequences per prompt. Prompts are sorted
     by length first, so a batch wastes little on padding; results come back in the prompts' order.
     Sampling matches vLLM's: temperature and top_p only (top_k off), none of the model folder's
-    ``generation_config.json`` defaults (:func:`~rg_verl.generation.plain_generation_config`); temperature 0
+    ``generation_config.json`` defaults (:func:`~rg_verl.common.hf_generate.plain_generation_config`); temperature 0
     is greedy, and its ``n`` completions are copies of one.
 
     Prompts are the ids of :func:`prompt_token_ids` (with ``config.chat_template_kwargs`` where the config

@@ -19,10 +19,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from rg_verl.common.hf_generate import saved_eos_token_ids
 from rg_verl.evaluation.backends.base import Backend, Completion, Messages, Sampling
 from rg_verl.evaluation.backends.hf import HFBackend, prompt_token_ids
 from rg_verl.evaluation.backends.vllm import VLLMBackend
-from rg_verl.generation import saved_eos_token_ids
 from rg_verl.oreo.beam import Beam, value_beam, value_rerank
 from rg_verl.oreo.search_hf import HFStepExpander, HFValueScorer
 from rg_verl.oreo.search_vllm import VLLMStepExpander

@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 import os
 
+from rg_verl.common.schema import ConfigError
 from rg_verl.cpu import vllm_engine
 from rg_verl.evaluation.backends.base import Backend, Completion, Messages, Sampling
-from rg_verl.schema import ConfigError
 
 logger = logging.getLogger(__name__)
 

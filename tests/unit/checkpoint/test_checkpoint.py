@@ -180,7 +180,7 @@ def _worker(rank: int, root: str, model_dir: str) -> None:
 def ckpts(tmp_path_factory) -> Path:
     import torch.multiprocessing as mp
 
-    from rg_verl.tiny_model import build_tiny_model
+    from rg_verl.cpu.tiny_model import build_tiny_model
 
     root = tmp_path_factory.mktemp("fsdp_ckpts")
     model_dir = build_tiny_model(  # the sizes the assertions below count on

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from rg_verl.common.schema import ConfigError
 from rg_verl.compare.cli import clear, main
-from rg_verl.schema import ConfigError
 from tests.helpers import REPO
 
 

@@ -24,7 +24,7 @@ def test_attention_implementation(asked, used):
 def test_loads_a_causal_lm_as_a_one_label_token_classifier(tmp_path):
     from transformers import AutoConfig
 
-    from rg_verl.tiny_model import build_tiny_model
+    from rg_verl.cpu.tiny_model import build_tiny_model
 
     path = build_tiny_model(tmp_path / "tiny")
     config = AutoConfig.from_pretrained(path, num_labels=1)

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from omegaconf import ListConfig, OmegaConf
 from reasoning_gym.factory import DATASETS, create_dataset
 
+from rg_verl.common.names import MAX_ATTEMPTS, MAX_SEED, MAX_SPLIT_SIZE, SPLIT_STRIDE
 from rg_verl.data import candidates as candidates_module
 from rg_verl.data import dataset as dataset_module
 from rg_verl.data import reference_questions
@@ -27,7 +28,6 @@ from rg_verl.data.dataset import (
 )
 from rg_verl.data.holdout import normalise, question_hash, split_of
 from rg_verl.reward import compute_score
-from rg_verl.vocab import MAX_ATTEMPTS, MAX_SEED, MAX_SPLIT_SIZE, SPLIT_STRIDE
 
 BIG_SPACE_MIX = {
     "chain_sum": {"weight": 1.0, "config": {"min_terms": 3, "max_terms": 5, "min_digits": 3}},

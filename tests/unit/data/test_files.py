@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from omegaconf import OmegaConf
 
+from rg_verl.common.names import source_name
 from rg_verl.config import ConfigError, ReasoningGymConfig, validate
 from rg_verl.data import files
 from rg_verl.data.curriculum import LevelCurriculum, MixState
@@ -19,7 +20,6 @@ from rg_verl.data.files import FileDataset, SourceError, check_sources, read_row
 from rg_verl.data.formats import FORMATS, FileSource
 from rg_verl.data.holdout import normalise
 from rg_verl.reward import compute_score
-from rg_verl.vocab import source_name
 from tests.helpers import REPO
 from tests.math_fixtures import (
     GSM8K_REFERENCES,

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from rg_verl.common.names import SPLIT_SHARES, SPLITS
 from rg_verl.data.holdout import normalise, question_hash, question_point, share_bounds, split_of
-from rg_verl.vocab import SPLIT_SHARES, SPLITS
 from tests.helpers import REPO
 
 # every character that str.split() treats as whitespace, ASCII and beyond

@@ -17,6 +17,7 @@ import reasoning_gym
 from omegaconf import OmegaConf
 from reasoning_gym.composite import DatasetSpec
 
+from rg_verl.common.schema import ConfigError, parse_section
 from rg_verl.data import reference_questions
 from rg_verl.data.dataset import ReasoningGymDataset
 from rg_verl.data.holdout import question_hash, split_of
@@ -27,7 +28,6 @@ from rg_verl.data.reference_questions import (
     recorded_digest,
     training_questions,
 )
-from rg_verl.schema import ConfigError, parse_section
 from tests.helpers import REPO
 
 SCRIPT = REPO / "utils" / "ship_reference_questions.py"

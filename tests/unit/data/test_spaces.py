@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rg_verl.common.schema import ConfigError
 from rg_verl.config import ReasoningGymConfig
 from rg_verl.data.spaces import estimate_space, space_size, space_warnings, widening_params
-from rg_verl.schema import ConfigError
 
 SPLITS = ("train", "val", "eval")
 SMALL_SPACE_MIX = ["jugs", "string_splitting", "string_synthesis", "prime_factorization", "lcm", "caesar_cipher"]

@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-from rg_verl.tiny_model import build_tiny_model
+from rg_verl.cpu.tiny_model import build_tiny_model
 
 
 @pytest.fixture(scope="session")

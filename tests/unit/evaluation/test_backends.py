@@ -321,7 +321,7 @@ def test_the_backends_sample_alike_whatever_the_folders_generation_config(tiny_m
 
 
 def test_sampling_limits_mirror_vllms_and_fail_before_a_model_loads(tiny_model):
-    from rg_verl.schema import ConfigError
+    from rg_verl.common.schema import ConfigError
 
     for key, value in (("temperature", 2.5), ("top_p", 0.0), ("top_p", 1.5), ("max_tokens", 0), ("eval_repeats", 0)):
         with pytest.raises(ConfigError, match=key):

@@ -7,12 +7,12 @@ import json
 
 import pytest
 
+from rg_verl.common.schema import ConfigError, field_docs
 from rg_verl.evaluation.backends import BACKENDS
 from rg_verl.evaluation.cli import parse_args
 from rg_verl.evaluation.config import EvalConfig, check_runtime, default_backend, load_config, parse_config
 from rg_verl.evaluation.decoding import DecodingConfig
 from rg_verl.evaluation.items import eval_datasets
-from rg_verl.schema import ConfigError, field_docs
 from tests.helpers import REPO
 from tests.unit.evaluation.fakes import small_config
 

@@ -7,10 +7,10 @@ import shutil
 
 import pytest
 
+from rg_verl.common.schema import ConfigError
 from rg_verl.evaluation.config import check_runtime, load_config, parse_config
 from rg_verl.evaluation.decoding import DecodingConfig, check_value_model
 from rg_verl.oreo.value_init import prepare_value_model
-from rg_verl.schema import ConfigError
 from tests.unit.evaluation.fakes import small_config
 
 

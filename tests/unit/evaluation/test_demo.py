@@ -10,9 +10,9 @@ import pytest
 from omegaconf import OmegaConf
 from reasoning_gym.utils import SYSTEM_PROMPTS
 
+from rg_verl.common.names import MAX_SEED
 from rg_verl.data.dataset import ReasoningGymDataset
 from rg_verl.evaluation.demo import parse_args, run_demo, split_response
-from rg_verl.vocab import MAX_SEED
 from tests.helpers import REPO
 
 
@@ -138,9 +138,9 @@ def test_bad_arguments_are_usage_errors(capsys):
 def test_the_demo_passes_template_arguments_and_reads_the_answer_after_the_templates_tag(tmp_path, monkeypatch):
     from transformers import AutoTokenizer
 
+    from rg_verl.cpu.tiny_model import build_tiny_model
     from rg_verl.evaluation import demo
     from rg_verl.evaluation.backends.hf import HFBackend
-    from rg_verl.tiny_model import build_tiny_model
 
     path = build_tiny_model(tmp_path / "model", hidden_size=32, num_layers=1, thinking_template=True)
     prompts, seen = [], {}

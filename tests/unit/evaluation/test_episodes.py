@@ -7,12 +7,12 @@ import json
 
 import pytest
 
+from rg_verl.common.schema import ConfigError
 from rg_verl.evaluation import Completion, evaluate, parse_config
 from rg_verl.evaluation.backends import Backend, Sampling
 from rg_verl.evaluation.episodes import run_episodes
 from rg_verl.evaluation.runner import ITEMS_FILE
 from rg_verl.retry.episode import RetryConfig
-from rg_verl.schema import ConfigError
 from tests.unit.evaluation.fakes import NUM_ITEMS, answers_by_question, small_config
 
 FEEDBACK = "Wrong, try again."

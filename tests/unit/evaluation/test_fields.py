@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from rg_verl.common.schema import ConfigError
 from rg_verl.evaluation.fields import above_zero, dataset_names, maybe_text, run_name, text
-from rg_verl.schema import ConfigError
 
 
 @given(st.one_of(st.floats(allow_nan=True), st.integers(), st.booleans(), st.text(), st.none()))

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from reasoning_gym.utils import SYSTEM_PROMPTS
 
+from rg_verl.common.names import SPLIT_STRIDE
 from rg_verl.data.dataset import dataset_seed
 from rg_verl.evaluation.config import parse_config
 from rg_verl.evaluation.items import eval_datasets, prompt_messages
-from rg_verl.vocab import SPLIT_STRIDE
 from tests.unit.evaluation.fakes import NUM_ITEMS, small_config
 
 

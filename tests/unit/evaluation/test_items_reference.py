@@ -9,12 +9,12 @@ import pytest
 import reasoning_gym
 from reasoning_gym.composite import DatasetSpec
 
+from rg_verl.common.schema import ConfigError
 from rg_verl.data import reference_questions
 from rg_verl.data.holdout import question_hash, split_of
 from rg_verl.evaluation import evaluate, parse_config
 from rg_verl.evaluation.cli import main as cli_main
 from rg_verl.evaluation.items import eval_datasets
-from rg_verl.schema import ConfigError
 from tests.unit.evaluation.fakes import NUM_ITEMS, ScriptedBackend, answers_by_question, small_config
 
 # a space of 10 * 10 * 2 questions: a training composite of a few hundred items holds many of them

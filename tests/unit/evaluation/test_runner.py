@@ -8,10 +8,10 @@ import re
 import pytest
 
 import rg_verl.reward
+from rg_verl.common.schema import ConfigError
 from rg_verl.evaluation import evaluate, parse_config
 from rg_verl.evaluation.items import eval_datasets
 from rg_verl.evaluation.runner import ITEMS_FILE
-from rg_verl.schema import ConfigError
 from tests.unit.evaluation.fakes import NUM_ITEMS, ScriptedBackend, answers_by_question, small_config
 
 

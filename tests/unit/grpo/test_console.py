@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from omegaconf import OmegaConf
 
+from rg_verl.common.schema import ConfigError
 from rg_verl.grpo.console import MARK, console_mode, progress_line, progress_text
-from rg_verl.schema import ConfigError
 
 
 def config(mode: str | None, out: str = "/tmp") -> OmegaConf:

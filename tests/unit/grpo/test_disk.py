@@ -8,9 +8,9 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 import rg_verl
+from rg_verl.common.schema import ConfigError
+from rg_verl.cpu.tiny_model import build_tiny_model
 from rg_verl.grpo import disk
-from rg_verl.schema import ConfigError
-from rg_verl.tiny_model import build_tiny_model
 from tests.helpers import REPO
 
 Usage = namedtuple("Usage", "total used free")

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from rg_verl.common.schema import ConfigError
 from rg_verl.grpo import guards
-from rg_verl.schema import ConfigError
 from tests.unit.test_shipped_configs import composed
 
 REPO = Path(__file__).resolve().parents[3]

@@ -11,9 +11,9 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf, open_dict
 
+from rg_verl.common.schema import ConfigError
 from rg_verl.cpu.settings import CPU_SETTINGS
 from rg_verl.grpo.launch import apply_device_settings, plugin_modules, process_env
-from rg_verl.schema import ConfigError
 from tests.helpers import REPO
 
 
@@ -260,8 +260,8 @@ def test_a_run_that_resumes_says_so_in_one_line_and_a_fresh_one_says_nothing(mon
 
 
 def test_an_unknown_tiny_model_option_is_refused_before_building(tmp_path):
+    from rg_verl.common.schema import ConfigError
     from rg_verl.grpo.launch import ensure_model
-    from rg_verl.schema import ConfigError
 
     config = compose_config("configs/smoke", "cpu", [f"actor_rollout_ref.model.path={tmp_path / 'model'}"])
     with open_dict(config):
@@ -284,9 +284,9 @@ def test_a_dry_run_refuses_a_bad_tiny_model_key_naming_the_field(tmp_path):
 
 
 def test_ensure_model_passes_the_warm_start_and_the_runs_datasets(tmp_path, monkeypatch):
+    from rg_verl.cpu.tiny_model import TinyModelOptions
+    from rg_verl.cpu.warm_start import WARM_START_DEFAULTS
     from rg_verl.grpo import launch
-    from rg_verl.tiny_model import TinyModelOptions
-    from rg_verl.warm_start import WARM_START_DEFAULTS
 
     calls = []
     monkeypatch.setattr(launch, "ensure_tiny_model", lambda path, **kwargs: calls.append((path, kwargs)))
@@ -317,8 +317,8 @@ def test_ensure_model_passes_the_warm_start_and_the_runs_datasets(tmp_path, monk
 
 
 def test_ensure_model_rejects_unknown_tiny_model_options(tmp_path, monkeypatch):
+    from rg_verl.common.schema import ConfigError
     from rg_verl.grpo import launch
-    from rg_verl.schema import ConfigError
 
     monkeypatch.setattr(launch, "ensure_tiny_model", lambda path, **kwargs: pytest.fail("built a model"))
     path = f"actor_rollout_ref.model.path={tmp_path / 'm'}"

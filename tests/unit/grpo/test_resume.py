@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from rg_verl.common.schema import ConfigError
 from rg_verl.grpo.resume import TRACKER, check_resume, missing_parts
-from rg_verl.schema import ConfigError
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -14,10 +14,10 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from verl.plugin.platform import get_platform, set_platform
 
 from rg_verl.cpu.platform import PlatformCPU
+from rg_verl.cpu.tiny_model import build_tiny_model
 from rg_verl.hf_rollout.attention import NAME, attention_for, grouped_sdpa
 from rg_verl.hf_rollout.kv_cache import growing_cache_for
 from rg_verl.hf_rollout.server import HFRolloutServer
-from rg_verl.tiny_model import build_tiny_model
 
 
 @settings(max_examples=60, deadline=None)

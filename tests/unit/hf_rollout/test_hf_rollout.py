@@ -20,9 +20,9 @@ from transformers import AutoConfig, AutoModelForCausalLM
 from verl.plugin.platform import get_platform, set_platform
 
 from rg_verl.cpu.platform import PlatformCPU
+from rg_verl.cpu.tiny_model import build_tiny_model
 from rg_verl.hf_rollout import server as server_module
 from rg_verl.hf_rollout.server import HFRolloutServer
-from rg_verl.tiny_model import build_tiny_model
 
 PROMPT_LENGTH = 16
 RESPONSE_LENGTH = 12

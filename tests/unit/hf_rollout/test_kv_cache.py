@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from transformers import AutoModelForCausalLM, DynamicCache, Qwen2Config
 
+from rg_verl.cpu.tiny_model import build_tiny_model
 from rg_verl.hf_rollout.kv_cache import ROOM, GrowingCache, growing_cache_for
-from rg_verl.tiny_model import build_tiny_model
 
 BATCH, HEADS, HEAD_DIM = 2, 2, 3
 

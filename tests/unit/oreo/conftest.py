@@ -3,8 +3,8 @@
 import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from rg_verl.cpu.tiny_model import build_tiny_model
 from rg_verl.evaluation.backends.hf import prompt_token_ids
-from rg_verl.tiny_model import build_tiny_model
 
 
 @pytest.fixture(scope="session")

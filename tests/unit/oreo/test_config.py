@@ -8,8 +8,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+from rg_verl.common.schema import ConfigError, field_docs
 from rg_verl.oreo.config import OreoConfig, OreoDataConfig, OreoTrainerConfig, validate, verl_sections
-from rg_verl.schema import ConfigError, field_docs
 from tests.helpers import REPO
 
 OREO_CONFIGS = sorted(p.stem for p in (REPO / "configs" / "oreo").glob("*.yaml") if not p.stem.startswith("_"))

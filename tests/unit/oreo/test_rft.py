@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from rg_verl.common.schema import ConfigError
 from rg_verl.oreo.rft import CPU_SETTINGS, main, rft_rows, sft_config
 from rg_verl.oreo.trajectories import Trajectory
-from rg_verl.schema import ConfigError
 from tests.oreo_helpers import write_synthetic_trajectories
 
 

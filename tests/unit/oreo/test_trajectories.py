@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rg_verl.common.schema import ConfigError
 from rg_verl.oreo.trajectories import (
     MANIFEST,
     METADATA_KEY,
@@ -22,7 +23,6 @@ from rg_verl.oreo.trajectories import (
     tokenizer_fingerprint,
     write_shard,
 )
-from rg_verl.schema import ConfigError
 
 
 class FakeTokenizer:

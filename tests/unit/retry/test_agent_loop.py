@@ -12,9 +12,9 @@ from transformers import AutoTokenizer
 from verl.experimental.agent_loop.agent_loop import DictConfigWrap
 from verl.workers.rollout.replica import TokenOutput
 
+from rg_verl.cpu.tiny_model import build_tiny_model
 from rg_verl.retry.agent_loop import RetryAgentLoop
 from rg_verl.reward import compute_score
-from rg_verl.tiny_model import build_tiny_model
 
 FEEDBACK = "Wrong, try again."
 RESPONSE_LENGTH = 200

@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from rg_verl.common.schema import ConfigError
 from rg_verl.retry.episode import RetryConfig, episode_record
 from rg_verl.reward import compute_score
 from rg_verl.reward.episode import EPISODE_KEY, episode_values
-from rg_verl.schema import ConfigError
 
 # an episode ends at its first right answer: wrong tries, then at most one right one
 episodes = st.integers(1, 6).flatmap(

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from rg_verl.common.names import ANSWER_CLOSE, ANSWER_OPEN, TAGS, THINK_CLOSE, THINK_OPEN
 from rg_verl.reward import extract_answer, response_answer
-from rg_verl.vocab import ANSWER_CLOSE, ANSWER_OPEN, TAGS, THINK_CLOSE, THINK_OPEN
 from tests.helpers import within
 
 # a hang (catastrophic backtracking) fails the test after this long; linear scans take milliseconds

@@ -5,7 +5,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import rg_verl.reward.math_verify as math_verify_mod
-from rg_verl.final_answer import gsm8k_reference
+from rg_verl.common.final_answer import gsm8k_reference
 from rg_verl.reward.math_verify import MAX_ANSWER_CHARS, math_equal, math_equal_status
 from rg_verl.reward.time_limit import Status
 from tests.helpers import within

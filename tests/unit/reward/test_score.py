@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 from omegaconf import OmegaConf
 
 import rg_verl.reward.score as reward_mod
+from rg_verl.common.names import TAGS
 from rg_verl.config import RewardConfig
 from rg_verl.reward import compute_score
 from rg_verl.reward.score import reward_config
-from rg_verl.vocab import TAGS
 from tests.helpers import within
 
 # a scoring call that takes longer than this has hung: scorers are cut off after SCORE_TIMEOUT_S,
@@ -306,7 +306,7 @@ def test_every_term_has_gated_responses():
 
 @pytest.fixture(scope="module")
 def tokenizer_path(tmp_path_factory):
-    from rg_verl.tiny_model import build_tiny_model
+    from rg_verl.cpu.tiny_model import build_tiny_model
 
     return str(build_tiny_model(tmp_path_factory.mktemp("tok") / "model"))
 
@@ -381,7 +381,7 @@ def test_a_prefilled_think_block_revised_to_the_right_answer_is_self_corrected_i
 
 
 def test_auto_reads_the_prefix_off_the_tokenizer_and_counts_only_the_models_tokens(tmp_path):
-    from rg_verl.tiny_model import _train_tokenizer
+    from rg_verl.cpu.tiny_model import _train_tokenizer
 
     _train_tokenizer(300, 0, 512, thinking_template=True).save_pretrained(tmp_path)
     entry = _entry("chain_sum")

@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from verl.trainer.ppo.metric_utils import process_validation_metrics
 
+from rg_verl.common.names import TAGS
 from rg_verl.reward import compute_score, response_answer
-from rg_verl.vocab import TAGS
 
 ENTRY = reasoning_gym.create_dataset("chain_sum", seed=1, size=1)[0]
 SOURCE = "reasoning_gym/chain_sum"
@@ -52,7 +52,7 @@ def test_verl_votes_on_pred_for_maj_at_n():
 
 
 def test_truncated_marks_a_response_that_fills_its_budget(tmp_path):
-    from rg_verl.tiny_model import build_tiny_model
+    from rg_verl.cpu.tiny_model import build_tiny_model
 
     kwargs = {"tokenizer_path": str(build_tiny_model(tmp_path / "model")), "max_response_length": 8}
     assert "truncated" not in _score("<answer>3</answer>")  # no tokenizer: nothing counted

@@ -120,7 +120,7 @@ def test_strict_and_lenient_are_both_reported(entry):
 
 
 def test_length_terms_count_tokens(entry, tmp_path_factory):
-    from rg_verl.tiny_model import build_tiny_model
+    from rg_verl.cpu.tiny_model import build_tiny_model
 
     tokenizer = build_tiny_model(tmp_path_factory.mktemp("tok") / "model")
     text = f"<think>{'abc ' * 20}</think><answer>{entry['answer']}</answer>"
@@ -136,7 +136,7 @@ def test_length_terms_count_tokens(entry, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def tokenizer_path(tmp_path_factory):
-    from rg_verl.tiny_model import build_tiny_model
+    from rg_verl.cpu.tiny_model import build_tiny_model
 
     return str(build_tiny_model(tmp_path_factory.mktemp("tok") / "model"))
 

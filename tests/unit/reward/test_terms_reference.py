@@ -17,10 +17,10 @@ import reasoning_gym
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rg_verl.common.names import TAGS
 from rg_verl.config import ConfigError, ReferenceTermsConfig, RewardConfig
 from rg_verl.reward import compute_score
 from rg_verl.reward.terms import TERMS, Response, reference_format_ok
-from rg_verl.vocab import TAGS
 
 REFERENCE_TERMS = ("reference_format", "reference_length", "reference_cosine")
 SQRT_HALF = math.sqrt(0.5)

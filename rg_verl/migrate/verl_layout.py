@@ -1,6 +1,6 @@
 """verl c342069's ``ppo_trainer`` layout, the verl reasoning-gym's training scripts pinned, in verl 0.9.1's terms.
 
-For ``rg-verl migrate-config`` (:mod:`rg_verl.migrate`). Each old key is one of:
+For ``rg-verl migrate-config`` (:mod:`rg_verl.migrate.command`). Each old key is one of:
 
 - still in verl 0.9.1 (with our layers) at the same path: kept when its value differs from ours;
 - renamed (:data:`RENAMED`, :data:`RENAMED_PREFIXES`), or spelled with an old value (:data:`OLD_VALUES`,
@@ -18,11 +18,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rg_verl.migrate_tree import MISSING, Migration, flatten, get, known, merge, same
+from rg_verl.migrate.tree import MISSING, Migration, flatten, get, known, merge, same
 
 __all__ = ["OLD_VERL_DEFAULTS", "REMOVED", "RENAMED", "as_run", "hydra", "verl"]
 
-# the sections (and keys) of the reference's own schema: rg_verl.migrate_reference migrates them
+# the sections (and keys) of the reference's own schema: rg_verl.migrate.reference migrates them
 REFERENCE_KEYS = ("reasoning_gym", "curriculum", "reward.use_accuracy", "reward.secondary_rewards")
 
 # the defaults of verl c342069's ppo_trainer.yaml: a config listing ppo_trainer ran with them where it is silent

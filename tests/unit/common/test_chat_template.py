@@ -1,11 +1,11 @@
-"""rg_verl.chat_template: the text a chat template opens the assistant turn with, read off the tokenizer."""
+"""rg_verl.common.chat_template: the text a chat template opens the assistant turn with, read off the tokenizer."""
 
 import logging
 
 import pytest
 
-from rg_verl.chat_template import AUTO, resolve_response_prefix, response_prefix
-from rg_verl.tiny_model import _train_tokenizer
+from rg_verl.common.chat_template import AUTO, resolve_response_prefix, response_prefix
+from rg_verl.cpu.tiny_model import _train_tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +44,7 @@ def test_auto_reads_the_saved_tokenizer_and_an_explicit_value_wins(tokenizers):
 
 
 def test_auto_without_a_loadable_tokenizer_warns_and_names_the_override(tmp_path, caplog):
-    with caplog.at_level(logging.WARNING, logger="rg_verl.chat_template"):
+    with caplog.at_level(logging.WARNING, logger="rg_verl.common.chat_template"):
         assert resolve_response_prefix(AUTO, str(tmp_path / "missing")) == ""
     assert "Set response_prefix" in caplog.text
 

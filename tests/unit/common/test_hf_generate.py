@@ -1,4 +1,4 @@
-"""Tests for rg_verl.generation: where a response ends, for the hf rollout and the hf evaluation backend."""
+"""Tests for rg_verl.common.hf_generate: where a response ends, for the hf rollout and the hf evaluation backend."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from transformers import GenerationConfig, PretrainedConfig
 
-from rg_verl.generation import eos_token_ids, response_length, saved_eos_token_ids
+from rg_verl.common.hf_generate import eos_token_ids, response_length, saved_eos_token_ids
 
 
 def model(generation: object = None, config_eos: object = None) -> NS:
@@ -54,7 +54,7 @@ def test_eos_ids_of_a_real_tiny_model(tmp_path):
     """The tiny model: its end-of-turn token ends a response, for both generators."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from rg_verl.tiny_model import build_tiny_model
+    from rg_verl.cpu.tiny_model import build_tiny_model
 
     path = build_tiny_model(tmp_path / "m", hidden_size=32, num_layers=1)
     tok = AutoTokenizer.from_pretrained(path)
@@ -107,7 +107,7 @@ def test_saved_eos_ids_read_from_the_folder_equal_the_loaded_models(tmp_path):
     """Without loading weights: the generation config's ids, else the model config's, else the tokenizer's."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from rg_verl.tiny_model import build_tiny_model
+    from rg_verl.cpu.tiny_model import build_tiny_model
 
     path = build_tiny_model(tmp_path / "m", hidden_size=32, num_layers=1)
     tok = AutoTokenizer.from_pretrained(path)

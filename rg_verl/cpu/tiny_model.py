@@ -3,7 +3,7 @@
 Saved with ``save_pretrained`` so ``AutoModelForCausalLM``/``AutoTokenizer`` load it offline;
 meant for fast end-to-end tests of the training pipeline.
 
-Optionally the model gets a short supervised warm start (``rg_verl.warm_start``), so that the
+Optionally the model gets a short supervised warm start (``rg_verl.cpu.warm_start``), so that the
 strict ``<think>…</think><answer>…</answer>`` format is reachable by sampling but not saturated.
 A warm-started model records its options in ``warm_start.json``, and :func:`ensure_tiny_model`
 refuses to reuse a model built with other options.
@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rg_verl.atomic import PublishError, staging_dir
-from rg_verl.schema import ConfigError, option, parse_section
-from rg_verl.vocab import TAGS
-from rg_verl.warm_start import WARM_START_RECORD, WarmStartOptions, run_warm_start, warm_start_options
+from rg_verl.common.atomic import PublishError, staging_dir
+from rg_verl.common.names import TAGS
+from rg_verl.common.schema import ConfigError, option, parse_section
+from rg_verl.cpu.warm_start import WARM_START_RECORD, WarmStartOptions, run_warm_start, warm_start_options
 
 __all__ = [
     "TinyModelConfig",
@@ -111,7 +111,7 @@ class TinyModelConfig(TinyModelOptions):
         False, "build the model at actor_rollout_ref.model.path (an absolute path) when it holds none"
     )
     warm_start: WarmStartOptions | None = option(
-        None, "a supervised warm start before RL (rg_verl/warm_start.py); none: a plain random model",
+        None, "a supervised warm start before RL (rg_verl/cpu/warm_start.py); none: a plain random model",
         parse=_parse_warm_start,
     )
 
@@ -235,7 +235,7 @@ def build_tiny_model(
     Args:
         out_dir: Target directory; must not exist or must be empty.
         warm_start: If given, options of a supervised warm start
-            (:class:`rg_verl.warm_start.WarmStartOptions`; its defaults fill the missing ones) run
+            (:class:`rg_verl.cpu.warm_start.WarmStartOptions`; its defaults fill the missing ones) run
             after the random init; the options, the other build options and the warm start's
             losses are saved in ``warm_start.json``.
         **options: the fields of :class:`TinyModelOptions` (``seed``, ``hidden_size``, ...); the
@@ -312,7 +312,7 @@ def ensure_tiny_model(out_dir: str | os.PathLike, **kwargs: Any) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Command line: ``python -m rg_verl.tiny_model DIR [--seed N] [--hidden-size N] ... [--force]``."""
+    """Command line: ``python -m rg_verl.cpu.tiny_model DIR [--seed N] [--hidden-size N] ... [--force]``."""
     from safetensors import safe_open
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

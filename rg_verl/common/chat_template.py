@@ -19,7 +19,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from rg_verl.vocab import THINK_OPEN
+from rg_verl.common.names import THINK_OPEN
 
 __all__ = ["AUTO", "load_tokenizer", "response_prefix", "resolve_response_prefix"]
 

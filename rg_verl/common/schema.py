@@ -18,11 +18,11 @@ Window(size=8, mode='mean')
 >>> parse_section(Window, {"sise": 8}, "window")
 Traceback (most recent call last):
 ...
-rg_verl.schema.ConfigError: window.sise: unknown key (did you mean 'size'?); valid keys: size, mode
+rg_verl.common.schema.ConfigError: window.sise: unknown key (did you mean 'size'?); valid keys: size, mode
 >>> parse_section(Window, {"size": 0}, "window")
 Traceback (most recent call last):
 ...
-rg_verl.schema.ConfigError: window.size: 0 is not an integer in [1, 1000000000]; set one
+rg_verl.common.schema.ConfigError: window.size: 0 is not an integer in [1, 1000000000]; set one
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def named_mappings(where: str, value: Any, shape: str, inner: str) -> dict[str, 
     >>> named_mappings("levels", {"chain_sum": 3}, "{dataset: {attribute: level}}", "{attribute: level}")
     Traceback (most recent call last):
     ...
-    rg_verl.schema.ConfigError: levels.chain_sum: 3 is not a mapping; set {attribute: level}
+    rg_verl.common.schema.ConfigError: levels.chain_sum: 3 is not a mapping; set {attribute: level}
     """
     value = plain(value) or {}
     if not isinstance(value, Mapping):
@@ -194,7 +194,7 @@ def check(where: str, kind: Any, value: Any, *, low: float | None = None, high: 
     >>> check("levels.math.max_level", int, 7, low=1, high=5)
     Traceback (most recent call last):
     ...
-    rg_verl.schema.ConfigError: levels.math.max_level: 7 is not an integer in [1, 5]; set one
+    rg_verl.common.schema.ConfigError: levels.math.max_level: 7 is not an integer in [1, 5]; set one
     """
     return _check_type(where, kind, value, {"low": low, "high": high})
 
@@ -287,10 +287,10 @@ def check_module_path(where: str, path: Any, package: str, moved: Mapping[str, s
     The module must exist; one listed in ``moved`` (old -> new name) fails with its new ``pkg://`` path.
     Paths outside ``package`` are left to the library that imports them.
 
-    >>> check_module_path("custom_cls.path", "pkg://rg_verl.tiny", "rg_verl", {"rg_verl.tiny": "rg_verl.tiny_model"})
+    >>> check_module_path("custom_cls.path", "pkg://rg_verl.tiny", "rg_verl", {"rg_verl.tiny": "rg_verl.cpu"})
     Traceback (most recent call last):
     ...
-    rg_verl.schema.ConfigError: custom_cls.path: 'pkg://rg_verl.tiny' moved to 'pkg://rg_verl.tiny_model'; set ...
+    rg_verl.common.schema.ConfigError: custom_cls.path: 'pkg://rg_verl.tiny' moved to 'pkg://rg_verl.cpu'; set ...
     """
     module = _module_of(path, package)
     if module is None:

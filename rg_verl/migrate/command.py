@@ -36,8 +36,8 @@ from them, and a list of ``(key, why)`` for every key it could not carry over. I
 
 Unknown keys are reported, never dropped in silence. The GRPO configs' ``critic`` section (no critic is
 trained) and a disabled ``reward_model`` section are reported as one entry each. The reference's
-sections are :mod:`rg_verl.migrate_reference`'s, verl's old layout :mod:`rg_verl.migrate_verl`'s, the
-comparisons with our defaults :mod:`rg_verl.migrate_tree`'s.
+sections are :mod:`rg_verl.migrate.reference`'s, verl's old layout :mod:`rg_verl.migrate.verl_layout`'s, the
+comparisons with our defaults :mod:`rg_verl.migrate.tree`'s.
 
 :func:`reference_schema_keys` tells a reference config from ours: ``rg_verl.grpo.launch`` refuses one
 before Ray with the command that converts it.
@@ -56,11 +56,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rg_verl import migrate_reference, migrate_verl
-from rg_verl.atomic import write_atomic
+from rg_verl.common.atomic import write_atomic
+from rg_verl.common.schema import ConfigError
 from rg_verl.grpo import guards
-from rg_verl.migrate_tree import MISSING, Migration, Unmapped, container, differences, flatten, merge, put
-from rg_verl.schema import ConfigError
+from rg_verl.migrate import reference, verl_layout
+from rg_verl.migrate.tree import MISSING, Migration, Unmapped, container, differences, flatten, merge, put
 
 __all__ = [
     "COMMAND", "DEFAULTS", "default_config", "main", "migrate", "reference_schema_keys", "refuse_reference_schema",
@@ -142,12 +142,12 @@ def migrate(old: Any) -> tuple[dict, Unmapped]:
     if not isinstance(old, Mapping):
         raise ConfigError(f"the old config is a {type(old).__name__}, not a mapping of sections")
     defaults = _composed_defaults()
-    m = Migration(migrate_verl.as_run(old), defaults, written=set(flatten(old)))
-    migrate_verl.hydra(m)
-    mix = migrate_reference.curriculum(m)
-    migrate_reference.reasoning_gym(m, mix)
-    migrate_reference.reward(m)
-    migrate_verl.verl(m)
+    m = Migration(verl_layout.as_run(old), defaults, written=set(flatten(old)))
+    verl_layout.hydra(m)
+    mix = reference.curriculum(m)
+    reference.reasoning_gym(m, mix)
+    reference.reward(m)
+    verl_layout.verl(m)
     desired: dict = {}
     for path, value in m.desired.items():
         put(desired, path, value)

@@ -4,7 +4,7 @@ Next-token training on chat-formatted reasoning-gym prompts followed by response
 share (``format_rate``) has the strict ``<think>…</think><answer>…</answer>`` format. A random model
 almost never writes that format; a warm-started one writes it some of the time, so a format reward is
 reachable by sampling but not saturated, and an RL run on it has something to learn.
-``rg_verl.tiny_model.build_tiny_model(..., warm_start=options)`` runs it and records the options in
+``rg_verl.cpu.tiny_model.build_tiny_model(..., warm_start=options)`` runs it and records the options in
 :data:`WARM_START_RECORD`.
 """
 
@@ -17,10 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rg_verl.chat_template import response_prefix
-from rg_verl.data.holdout import split_of
-from rg_verl.schema import ConfigError, named_mappings, option, parse_section
-from rg_verl.vocab import (
+from rg_verl.common.chat_template import response_prefix
+from rg_verl.common.names import (
     ANSWER_CLOSE,
     ANSWER_OPEN,
     MAX_ATTEMPTS,
@@ -31,6 +29,8 @@ from rg_verl.vocab import (
     formatted,
     system_prompt,
 )  # fmt: skip
+from rg_verl.common.schema import ConfigError, named_mappings, option, parse_section
+from rg_verl.data.holdout import split_of
 
 __all__ = [
     "WARM_START_DEFAULTS",

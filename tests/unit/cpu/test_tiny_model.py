@@ -1,4 +1,4 @@
-"""Tests for rg_verl.tiny_model: building, loading and reusing the tiny Qwen2 model."""
+"""Tests for rg_verl.cpu.tiny_model: building, loading and reusing the tiny Qwen2 model."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-from rg_verl import tiny_model as tiny
-from rg_verl.schema import ConfigError
-from rg_verl.vocab import TAGS
+from rg_verl.common.names import TAGS
+from rg_verl.common.schema import ConfigError
+from rg_verl.cpu import tiny_model as tiny
 
 
 @pytest.fixture(scope="module")
@@ -115,8 +115,8 @@ RACE = """
 import logging, os, sys, time
 from pathlib import Path
 
-import rg_verl.atomic as atomic
-from rg_verl.tiny_model import ensure_tiny_model
+import rg_verl.common.atomic as atomic
+from rg_verl.cpu.tiny_model import ensure_tiny_model
 
 barrier, target = Path(sys.argv[1]), Path(sys.argv[2])
 publish = atomic.publish_dir
@@ -133,8 +133,8 @@ def publish_when_both_built(staging, out, replace=False):
 
 
 atomic.publish_dir = publish_when_both_built
-logging.getLogger("rg_verl.tiny_model").setLevel(logging.DEBUG)
-logging.getLogger("rg_verl.tiny_model").addHandler(logging.StreamHandler())
+logging.getLogger("rg_verl.cpu.tiny_model").setLevel(logging.DEBUG)
+logging.getLogger("rg_verl.cpu.tiny_model").addHandler(logging.StreamHandler())
 print(ensure_tiny_model(target, num_layers=1))
 """
 
@@ -206,7 +206,7 @@ def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_a_thinking_template_opens_the_think_block_and_the_warm_start_writes_what_follows(tmp_path: Path) -> None:
-    from rg_verl.chat_template import response_prefix
+    from rg_verl.common.chat_template import response_prefix
 
     out = tiny.build_tiny_model(tmp_path / "m", thinking_template=True, warm_start={"steps": 2, "num_prompts": 8})
     tokenizer = AutoTokenizer.from_pretrained(out)

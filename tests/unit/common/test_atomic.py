@@ -1,4 +1,4 @@
-"""Tests for rg_verl.atomic: a reader sees the old output or the new one, never half of one or a leftover."""
+"""Tests for rg_verl.common.atomic: a reader sees the old output or the new one, never half of one or a leftover."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rg_verl import atomic
-from rg_verl.atomic import PublishError, publish_dir, staging_dir, write_atomic
+from rg_verl.common import atomic
+from rg_verl.common.atomic import PublishError, publish_dir, staging_dir, write_atomic
 
 
 def _mode(path: Path) -> int:

@@ -1,4 +1,4 @@
-"""rg_verl.final_answer: the reference conventions of GSM8K and MATH, shared by the data layer and the reward."""
+"""rg_verl.common.final_answer: the reference conventions of GSM8K and MATH, shared by the data layer and the reward."""
 
 import ast
 
@@ -6,15 +6,15 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from rg_verl.common.final_answer import gsm8k_reference, last_boxed
 from rg_verl.data.formats import gsm8k_entry, math_entry
-from rg_verl.final_answer import gsm8k_reference, last_boxed
 from rg_verl.reward import response_answer
 from tests.helpers import REPO, within
 
 
 def test_it_imports_nothing_of_rg_verl():
     """So the data layer and the reward can both import it without importing each other."""
-    tree = ast.parse((REPO / "rg_verl" / "final_answer.py").read_text())
+    tree = ast.parse((REPO / "rg_verl" / "common" / "final_answer.py").read_text())
     imported = [
         node.module if isinstance(node, ast.ImportFrom) else alias.name
         for node in ast.walk(tree)

@@ -1,7 +1,8 @@
-"""The reference's own sections (reasoning_gym, curriculum, reward) in rg-verl's schema (rg_verl.migrate_reference).
+"""The reference's own sections (reasoning_gym, curriculum, reward) in rg-verl's schema (rg_verl.migrate.reference).
 
 Each test writes a config in the reference's schema (reasoning-gym's training/, commit 49b0713) and checks
-what :func:`rg_verl.migrate.migrate` makes of it. tests/unit/test_migrate.py composes and checks the results.
+what :func:`rg_verl.migrate.command.migrate` makes of it. tests/unit/migrate/test_command.py composes and checks the
+results.
 """
 
 import pytest
@@ -9,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from reasoning_gym.factory import create_curriculum
 
-from rg_verl.migrate import migrate
-from rg_verl.migrate_reference import TERMS, starting_config
+from rg_verl.migrate.command import migrate
+from rg_verl.migrate.reference import TERMS, starting_config
 
 KWARGS = ("reward", "custom_reward_function", "reward_kwargs")
 

@@ -1,4 +1,4 @@
-"""Tests for rg_verl.vocab: the shared names, and the data sources, prompts and chats built from them."""
+"""Tests for rg_verl.common.names: the shared names, and the data sources, prompts and chats built from them."""
 
 from __future__ import annotations
 
@@ -7,9 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from reasoning_gym.utils import SYSTEM_PROMPTS
 
-from rg_verl import vocab
-from rg_verl.reward import extract_answer
-from rg_verl.vocab import (
+from rg_verl.common import names
+from rg_verl.common.names import (
     ANSWER_CLOSE,
     ANSWER_OPEN,
     FILE_PREFIX,
@@ -30,11 +29,12 @@ from rg_verl.vocab import (
     source_name,
     system_prompt,
 )
+from rg_verl.reward import extract_answer
 
-names = st.text(min_size=1, max_size=40)
+dataset_names = st.text(min_size=1, max_size=40)
 
 
-@given(name=names, from_file=st.booleans())
+@given(name=dataset_names, from_file=st.booleans())
 def test_a_data_source_parses_back_to_its_name_and_kind(name, from_file):
     source = data_source(name, from_file=from_file)
     assert source.startswith(FILE_PREFIX if from_file else RG_PREFIX)
@@ -71,7 +71,7 @@ def test_formatted_is_the_strict_format_the_reward_reads(think, answer):
 
 def test_tags_are_the_four_markup_strings():
     assert TAGS == ("<think>", "</think>", "<answer>", "</answer>")
-    assert vocab.MODES == ("strict", "lenient")
+    assert names.MODES == ("strict", "lenient")
 
 
 @pytest.mark.parametrize("key", sorted(SYSTEM_PROMPTS))
@@ -104,7 +104,7 @@ def test_each_call_builds_a_fresh_chat():
 
 
 def test_seed_spaces_hold_a_full_split_and_stay_below_numpys_limit():
-    assert SPLITS == ("train", "val", "eval") and vocab.EVAL_SPLIT == f"{vocab.SPLIT_URI}eval"
+    assert SPLITS == ("train", "val", "eval") and names.EVAL_SPLIT == f"{names.SPLIT_URI}eval"
     # split k of the largest base seed: its last generator seed is the largest any run uses
     largest = MAX_SEED + len(SPLITS) * SPLIT_STRIDE - 1
     assert largest < 2**32
@@ -112,7 +112,7 @@ def test_seed_spaces_hold_a_full_split_and_stay_below_numpys_limit():
     for split in SPLITS:
         # a dataset starts below DATASET_OFFSET_RANGE into its split; candidate a < MAX_ATTEMPTS of item
         # i < MAX_SPLIT_SIZE has seed offset + a * MAX_SPLIT_SIZE + i: all of them fit in the split's stride
-        offset, attempt, index = vocab.DATASET_OFFSET_RANGE - 1, MAX_ATTEMPTS[split] - 1, MAX_SPLIT_SIZE[split] - 1
+        offset, attempt, index = names.DATASET_OFFSET_RANGE - 1, MAX_ATTEMPTS[split] - 1, MAX_SPLIT_SIZE[split] - 1
         last = offset + attempt * MAX_SPLIT_SIZE[split] + index
         assert last < SPLIT_STRIDE, split
 

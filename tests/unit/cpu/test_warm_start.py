@@ -1,4 +1,4 @@
-"""Tests for rg_verl.warm_start: the tiny model's supervised warm start, its options and its record.
+"""Tests for rg_verl.cpu.warm_start: the tiny model's supervised warm start, its options and its record.
 
 Most tests drive :func:`run_warm_start` with a recording stand-in for the model and the tokenizer, so
 they see every batch it trains on; the others train the real tiny model for a few steps.
@@ -19,11 +19,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from reasoning_gym.utils import SYSTEM_PROMPTS
 
-from rg_verl import tiny_model as tiny
-from rg_verl.reward import extract_answer
-from rg_verl.schema import ConfigError
-from rg_verl.vocab import MAX_SEED, SPLIT_STRIDE, SPLITS
-from rg_verl.warm_start import (
+from rg_verl.common.names import MAX_SEED, SPLIT_STRIDE, SPLITS
+from rg_verl.common.schema import ConfigError
+from rg_verl.cpu import tiny_model as tiny
+from rg_verl.cpu.warm_start import (
     MAX_WARM_START_SEED,
     WARM_START_DEFAULTS,
     WARM_START_RECORD,
@@ -32,6 +31,7 @@ from rg_verl.warm_start import (
     warm_start_options,
     warm_start_response,
 )
+from rg_verl.reward import extract_answer
 
 # ---- options
 

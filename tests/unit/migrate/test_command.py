@@ -18,11 +18,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from omegaconf import OmegaConf
 
-from rg_verl import vocab
+from rg_verl.common import names
 from rg_verl.config import ConfigError, validate
 from rg_verl.grpo import launch
-from rg_verl.migrate import COMMAND, main, migrate, reference_schema_keys, render, write_config
-from rg_verl.migrate_tree import flatten, get, put, same
+from rg_verl.migrate.command import COMMAND, main, migrate, reference_schema_keys, render, write_config
+from rg_verl.migrate.tree import flatten, get, put, same
 from tests.helpers import REPO
 from tests.unit.test_shipped_configs import CONFIGS_DIR, composed, verl_validate
 
@@ -158,7 +158,7 @@ def test_a_migrated_config_dry_runs(tmp_path):
     proc = subprocess.run([str(RG_VERL), *args, *overrides], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "--- train[0] reasoning_gym/leg_counting" in proc.stdout
-    assert vocab.system_prompt("default")[:40] in proc.stdout  # no developer_prompt: rg-verl's default prompt
+    assert names.system_prompt("default")[:40] in proc.stdout  # no developer_prompt: rg-verl's default prompt
 
 
 JUNK = st.recursive(
@@ -214,7 +214,7 @@ def test_an_interrupted_write_leaves_the_old_file_and_no_other(tmp_path, monkeyp
     def fail(*args):
         raise OSError("disk full")
 
-    monkeypatch.setattr("rg_verl.atomic.os.replace", fail)
+    monkeypatch.setattr("rg_verl.common.atomic.os.replace", fail)
     assert main([str(old), "-o", str(new), "--overwrite"]) == 1
     assert "disk full" in capsys.readouterr().err
     assert new.read_text() == "mine\n" and sorted(p.name for p in tmp_path.iterdir()) == ["new.yaml", "old.yaml"]
@@ -499,7 +499,7 @@ FIELDS = {
     "datasets": lambda c: sorted(selected(c, "reasoning_gym.datasets")),
     "weights": _weights,
     "params": lambda c: {n: s.get("config", {}) for n, s in selected(c, "reasoning_gym.datasets").items()},
-    "prompt": lambda c: vocab.system_prompt(selected(c, "reasoning_gym.system_prompt")),
+    "prompt": lambda c: names.system_prompt(selected(c, "reasoning_gym.system_prompt")),
     "reward terms": lambda c: {n: w for n, w in selected(c, f"{KWARGS}.terms").items() if w},
     "reward term options": lambda c: selected(c, f"{KWARGS}.reference_terms"),
     "lengths": lambda c: (selected(c, "data.max_prompt_length"), selected(c, "data.max_response_length")),

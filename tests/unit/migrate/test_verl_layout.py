@@ -1,10 +1,11 @@
-"""verl's old ppo_trainer layout in verl 0.9.1's terms (rg_verl.migrate_verl): renamed, removed, never read, unknown."""
+"""verl's old ppo_trainer layout in verl 0.9.1's terms (rg_verl.migrate.verl_layout): renamed, removed, never read,
+unknown."""
 
 import pytest
 
-from rg_verl.migrate import default_config, migrate
-from rg_verl.migrate_tree import MISSING, flatten, get, known
-from rg_verl.migrate_verl import (
+from rg_verl.migrate.command import default_config, migrate
+from rg_verl.migrate.tree import MISSING, flatten, get, known
+from rg_verl.migrate.verl_layout import (
     NOT_READ,
     OLD_VALUES,
     OLD_VERL_DEFAULTS,

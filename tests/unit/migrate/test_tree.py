@@ -6,7 +6,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 from omegaconf import OmegaConf
 
-from rg_verl.migrate_tree import MISSING, Migration, as_type_of, differences, flatten, get, known, merge, put, same
+from rg_verl.migrate.tree import MISSING, Migration, as_type_of, differences, flatten, get, known, merge, put, same
 
 KEYS = st.text(alphabet="abcxyz_", min_size=1, max_size=4)
 NUMBERS = st.integers(-5, 5) | st.floats(-2, 2, allow_nan=False)

@@ -1,4 +1,4 @@
-"""Tests for rg_verl.schema: fields declared with option(), one parser, errors that name field, value and fix."""
+"""Tests for rg_verl.common.schema: fields declared with option(), one parser, errors that name field, value and fix."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from omegaconf import OmegaConf
 
-from rg_verl.schema import (
+from rg_verl.common.schema import (
     DEFAULT_INT_RANGE,
     ConfigError,
     FieldDoc,
@@ -299,9 +299,9 @@ def test_check_model_path(tmp_path, monkeypatch):
 
 
 def test_check_module_path_accepts_modules_that_exist():
-    check_module_path("f.path", "pkg://rg_verl.vocab", "rg_verl")
+    check_module_path("f.path", "pkg://rg_verl.common.names", "rg_verl")
     check_module_path("f.path", "pkg://rg_verl.reward", "rg_verl")  # a package
-    check_module_path("f.path", str(REPO / "rg_verl" / "vocab.py"), "rg_verl")
+    check_module_path("f.path", str(REPO / "rg_verl" / "common" / "names.py"), "rg_verl")
     check_module_path("f.path", "pkg://verl.trainer.main_ppo", "rg_verl")  # another package's: left to it
     check_module_path("f.path", "/somewhere/else/custom.py", "rg_verl")
     check_module_path("f.path", None, "rg_verl")
@@ -312,8 +312,8 @@ def test_check_module_path_accepts_modules_that_exist():
     [
         ("pkg://rg_verl.nope", r"^f\.path: 'pkg://rg_verl\.nope' names no module of rg_verl; fix the path$"),
         ("pkg://rg_verl.nope.deeper", r"names no module of rg_verl"),  # its parent package is missing
-        ("pkg://rg_verl.old", r"^f\.path: 'pkg://rg_verl\.old' moved to 'pkg://rg_verl\.vocab'; set f\.path=pkg://"),
-        (str(REPO / "rg_verl" / "old.py"), r"moved to 'pkg://rg_verl\.vocab'"),
+        ("pkg://rg_verl.old", r"^f\.path: 'pkg://rg_verl\.old' moved to 'pkg://rg_verl\.common\.names'; set f\.path=pkg://"),
+        (str(REPO / "rg_verl" / "old.py"), r"moved to 'pkg://rg_verl\.common\.names'"),
         # the file of a module that became a package: the library would load a missing file
         (
             str(REPO / "rg_verl" / "reward.py"),
@@ -324,4 +324,4 @@ def test_check_module_path_accepts_modules_that_exist():
 )
 def test_check_module_path_names_the_fix(path, message):
     with pytest.raises(ConfigError, match=message):
-        check_module_path("f.path", path, "rg_verl", moved={"rg_verl.old": "rg_verl.vocab"})
+        check_module_path("f.path", path, "rg_verl", moved={"rg_verl.old": "rg_verl.common.names"})

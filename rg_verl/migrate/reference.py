@@ -1,6 +1,6 @@
 """The reference's own config sections (``reasoning_gym``, ``curriculum``, ``reward``) in rg-verl's schema.
 
-For ``rg-verl migrate-config`` (:mod:`rg_verl.migrate`, which lists the mapping). The facts it rests
+For ``rg-verl migrate-config`` (:mod:`rg_verl.migrate.command`, which lists the mapping). The facts it rests
 on, from reasoning-gym's ``training/`` at commit 49b0713:
 
 - with ``curriculum.enabled`` the reference trains on ``curriculum.curricula``'s datasets only (weight
@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rg_verl.config import RewardConfig
-from rg_verl.migrate_tree import Migration, get, same
+from rg_verl.migrate.tree import Migration, get, same
 
 __all__ = ["REWARD_KWARGS", "TERMS", "curriculum", "reasoning_gym", "reward", "starting_config"]
 
