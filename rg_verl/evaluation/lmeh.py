@@ -5,7 +5,7 @@ branch of lm-evaluation-harness and not in the released package. This module is 
 rg-verl, so ``--include_path evaluation/lmeh`` runs the task on a stock lm-eval install:
 
 1. the answer of a solution or a response is the content of its last ``\\boxed{...}``
-   (:func:`last_boxed_only`, :func:`remove_boxed`);
+   (lm-eval's ``last_boxed_only_string`` and ``remove_boxed``);
 2. both answers go through the Minerva normalization (Lewkowycz et al., 2022, appendix D:
    :func:`normalize_final_answer`); a response's answer goes through it twice, as in the rule;
 3. they match when sympy simplifies their difference to zero (:func:`is_equiv`). There is no string
@@ -28,6 +28,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from lm_eval.tasks.hendrycks_math.utils import last_boxed_only_string
+from lm_eval.tasks.hendrycks_math.utils import remove_boxed as _lm_eval_remove_boxed
+
 from rg_verl.reward.time_limit import Status, call_bounded
 
 __all__ = [
@@ -42,9 +45,6 @@ __all__ = [
 
 #: Seconds one equivalence check may take (parsing and simplifying); longer ones score 0.
 EQUIV_TIMEOUT_S = 5.0
-
-_BOXED_SPACE = "\\boxed "
-_BOXED_BRACE = "\\boxed{"
 
 # --- the Minerva normalization (Lewkowycz et al., 2022, appendix D), applied in this order ---------
 
@@ -106,41 +106,18 @@ def normalize_final_answer(answer: str | None) -> str:
 
 # --- the boxed answer ------------------------------------------------------------------------------
 
-
-def last_boxed_only(text: str) -> str | None:
-    """The last boxed expression of ``text``, box included (``"\\boxed{5}"``), or None.
-
-    As in the rule: a ``\\boxed `` followed by a space anywhere wins (up to the next ``$``); else the
-    last ``\\boxed`` (or, without one, the last ``\\fbox``) up to the brace that closes the first
-    group opened after it; None when that brace never comes.
-    """
-    if _BOXED_SPACE in text:
-        return _BOXED_SPACE + text.split(_BOXED_SPACE)[-1].split("$")[0]
-    start = text.rfind("\\boxed")
-    if start < 0:
-        start = text.rfind("\\fbox")
-        if start < 0:
-            return None
-    depth = 0
-    for end in range(start, len(text)):
-        if text[end] == "{":
-            depth += 1
-        elif text[end] == "}":
-            depth -= 1
-            if depth == 0:
-                return text[start : end + 1]
-    return None
+# the rule's box finder is lm-eval's own (the same function in its hendrycks_math and minerva_math tasks; the
+# latter's module cannot be imported beside omegaconf's ANTLR 4.9 runtime)
+last_boxed_only = last_boxed_only_string
 
 
 def remove_boxed(boxed: str | None) -> str:
-    """The content of a box from :func:`last_boxed_only`; ``""`` for None or a box it cannot open."""
-    if not boxed:
+    """lm-eval's ``remove_boxed``, except that a box it cannot open (None, an ``\\fbox{...}``) gives ``""``
+    where lm-eval's raises and stops the whole run."""
+    try:
+        return _lm_eval_remove_boxed(boxed)
+    except (AssertionError, TypeError):
         return ""
-    if boxed.startswith(_BOXED_SPACE):
-        return boxed[len(_BOXED_SPACE) :]
-    if boxed.startswith(_BOXED_BRACE) and boxed.endswith("}"):
-        return boxed[len(_BOXED_BRACE) : -1]
-    return ""
 
 
 def _boxed_answer(text: str) -> str:
