@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 
 from rg_verl.common.names import RG_PREFIX
+from rg_verl.common.stats import per_group_means
 from rg_verl.grpo.sampler import SampledGroup
 
 __all__ = [
@@ -147,14 +148,11 @@ def grouped_means(data_sources: list[str], values: dict[str, list[float]]) -> di
     >>> grouped_means(["a", "a", "b"], {"score": [1.0, 0.0, 1.0]})
     {'train/a/score': 0.5, 'train/b/score': 1.0}
     """
-    groups: dict[str, list[int]] = defaultdict(list)
-    for i, source in enumerate(data_sources):
-        groups[source].append(i)
-    metrics = {}
-    for source, rows in groups.items():
-        for name, column in values.items():
-            metrics[f"train/{source}/{name}"] = float(np.mean([float(column[i]) for i in rows]))
-    return metrics
+    return {
+        f"train/{source}/{name}": mean
+        for name, column in values.items()
+        for source, mean in per_group_means(column, data_sources).items()
+    }
 
 
 _REVISED = re.compile(r"^(val-aux/.+)/revised/(mean@\d+)$")

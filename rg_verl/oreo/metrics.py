@@ -1,20 +1,18 @@
-"""Summaries of an OREO critic: how well values separate right from wrong trajectories, and values by group.
+"""Summaries of an OREO critic: how well values separate right from wrong trajectories, and their range.
 
 The value model is trained to predict the soft return (paper Eq. 7), so on held-out trajectories V at a fixed
 state should rank successful trajectories above failed ones. :func:`roc_auc` measures that ranking (0.5 is
-chance), :func:`describe` gives the range the training log shows (as OREO logs V min / max), and
-:func:`per_group_means` gives a mean per dataset (or any other label).
+chance), :func:`describe` gives the range the training log shows (as OREO logs V min / max).
 """
 
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["describe", "per_group_means", "roc_auc"]
+__all__ = ["describe", "roc_auc"]
 
 
 def _finite_vector(name: str, values) -> np.ndarray:
@@ -66,26 +64,6 @@ def roc_auc(scores: Sequence[float], labels: Sequence[int | bool]) -> float:
     u_statistic = ranks[positive].sum() - n_pos * (n_pos + 1) / 2.0
     return float(u_statistic / (n_pos * n_neg))
 
-
-def per_group_means(values: Sequence[float], groups: Sequence[object]) -> dict[str, float]:
-    """The mean of ``values`` per group label (labels as strings, keys sorted), e.g. per ``data_source``.
-
-    Raises:
-        ValueError: If the lengths differ.
-
-    >>> per_group_means([1.0, 0.0, 0.5], ["b", "a", "b"])
-    {'a': 0.0, 'b': 0.75}
-    """
-    value_list = [float(v) for v in values]
-    group_list = [str(g) for g in groups]
-    if len(value_list) != len(group_list):
-        raise ValueError(
-            f"values and groups must have the same length, got {len(value_list)} values and {len(group_list)} groups"
-        )
-    collected: dict[str, list[float]] = defaultdict(list)
-    for value, group in zip(value_list, group_list, strict=True):
-        collected[group].append(value)
-    return {group: float(np.mean(collected[group])) for group in sorted(collected)}
 
 
 def describe(values: Sequence[float]) -> dict[str, float]:

@@ -40,12 +40,13 @@ from verl.utils.tracking import Tracking
 from verl.workers.engine_workers import TrainingWorker, TrainingWorkerConfig
 
 from rg_verl.common.atomic import write_atomic
+from rg_verl.common.stats import per_group_means
 from rg_verl.oreo import checkpoints
 from rg_verl.oreo.batches import BatchPlan, chunks, engine_batch, step_starts, unbind_responses
 from rg_verl.oreo.config import ACTOR_INIT, OreoSettings, verl_sections, world_size
 from rg_verl.oreo.joint import joint_update
 from rg_verl.oreo.losses import OreoLossConfig, oreo_policy_loss, oreo_value_loss
-from rg_verl.oreo.metrics import per_group_means, roc_auc
+from rg_verl.oreo.metrics import roc_auc
 from rg_verl.oreo.trajectories import Trajectory, load_trajectories
 from rg_verl.oreo.value_init import prepare_value_model
 

@@ -1,4 +1,4 @@
-"""The critic's summaries: ROC AUC against a pairwise count, per-group means, the value range."""
+"""The critic's summaries: ROC AUC against a pairwise count, the value range."""
 
 import math
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rg_verl.oreo.metrics import describe, per_group_means, roc_auc
+from rg_verl.oreo.metrics import describe, roc_auc
 
 
 def pairwise_auc(scores, labels) -> float:
@@ -68,22 +68,6 @@ def test_auc_of_nothing_is_nan():
 def test_auc_refuses_bad_input(scores, labels, message):
     with pytest.raises(ValueError, match=message):
         roc_auc(scores, labels)
-
-
-@settings(max_examples=100, deadline=None)
-@given(rows=st.lists(st.tuples(st.floats(-5, 5), st.sampled_from(["a", "b", "c"])), min_size=1, max_size=20))
-def test_per_group_means_equal_the_mean_of_each_groups_values(rows):
-    got = per_group_means([v for v, _ in rows], [g for _, g in rows])
-    assert list(got) == sorted({g for _, g in rows})
-    for group, mean in got.items():
-        members = [v for v, g in rows if g == group]
-        assert mean == pytest.approx(sum(members) / len(members), abs=1e-9)
-
-
-def test_per_group_means_key_groups_as_strings_and_check_lengths():
-    assert per_group_means([1.0, 3.0, 2.0], [0, 0, 1]) == {"0": 2.0, "1": 2.0}
-    with pytest.raises(ValueError, match="same length"):
-        per_group_means([1.0], ["a", "b"])
 
 
 def test_describe_gives_the_range_and_centre():
