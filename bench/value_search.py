@@ -17,7 +17,7 @@ evaluation split:
 
 The two alternate for ``--rounds`` rounds after a warm-up (which runs first alternates too); the median of
 the per-round time ratios is reported, with the lowest and highest. Both models read each prompt once per search
-(:class:`rg_verl.oreo.search_hf.PromptCache`); the search's extra work is the value forwards over each
+(:class:`rg_verl.search.hf.PromptCache`); the search's extra work is the value forwards over each
 candidate's state, one ``generate`` call per step (each runs until its slowest row ends its step), and the
 re-read of each beam's state once per step. Goal: <= 1.3x.
 """

@@ -55,6 +55,15 @@ def search_cache(tmp_path_factory, monkeypatch):
     return folder
 
 
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory):
+    """The tiny random model (rg_verl.cpu.tiny_model's defaults), built once per worker for every test that
+    only needs a model."""
+    from rg_verl.cpu.tiny_model import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def math_data(tmp_path_factory):
     """Small GSM8K and MATH files where the shipped math configs look for them (``RG_VERL_DATA``)."""

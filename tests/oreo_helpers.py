@@ -29,7 +29,8 @@ def write_synthetic_trajectories(
     """``out/train`` and ``out/val`` shards of random trajectories tokenised by ``model``'s tokenizer."""
     from transformers import AutoTokenizer
 
-    from rg_verl.oreo.trajectories import shard_name, tokenizer_fingerprint, write_shard
+    from rg_verl.common.tokenizer import tokenizer_fingerprint
+    from rg_verl.oreo.trajectories import shard_name, write_shard
 
     tokenizer = AutoTokenizer.from_pretrained(str(model))
     metadata = {"tokenizer_fingerprint": tokenizer_fingerprint(tokenizer)}

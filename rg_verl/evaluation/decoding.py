@@ -10,7 +10,7 @@
 ``AutoModelForTokenClassification`` folder with one label) and run on the ``hf`` or ``vllm`` backend, the
 value model beside the policy:
 
-- ``value_beam``: OREO's step-level beam search (:func:`rg_verl.oreo.beam.value_beam`): ``beam_width``
+- ``value_beam``: OREO's step-level beam search (:func:`rg_verl.search.beam.value_beam`): ``beam_width``
   partial answers, each expanded with ``beam_width`` sampled steps that end at a ``step_delimiters`` token,
   every candidate scored by the value model, for at most ``max_steps`` steps;
 - ``value_rerank``: ``samples`` whole responses per item, the best by value (best-of-K).
@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from rg_verl.common.schema import ConfigError, option
+from rg_verl.common.tokenizer import tokenizer_fingerprint
 from rg_verl.evaluation.fields import maybe_text, parse_entry
-from rg_verl.oreo.trajectories import tokenizer_fingerprint
 
 __all__ = ["DECODING_MODES", "DecodingConfig", "check_value_model", "parse_decoding"]
 

@@ -7,6 +7,6 @@
 - ``config``, ``launch``, ``trainer``, ``checkpoints``: ``train_oreo.py`` on two verl ``TrainingWorker``s;
 - ``metrics``: the value model's AUC at predicting success; ``cli``: ``rg-verl oreo collect|train|rft``;
 - ``sampler``: a collection's batches, scored while the next samples; ``rft``: the rejection-sampling baseline;
-- ``beam``: value-guided step beam search and best-of-K over callables; ``search_hf``: their transformers step
-  expander and value scorer, which the evaluator's ``decoding`` modes run (``rg_verl.evaluation.decoding``).
+
+The value-guided search that uses the trained value model at test time is its own room, ``rg_verl.search``.
 """

@@ -22,7 +22,6 @@ a :class:`~rg_verl.common.schema.ConfigError` naming the file and the fix.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import logging
 import math
@@ -40,10 +39,11 @@ import pyarrow.parquet as pq
 
 from rg_verl.common.atomic import write_atomic
 from rg_verl.common.schema import ConfigError
+from rg_verl.common.tokenizer import tokenizer_fingerprint
 
 __all__ = [
     "BASE_COLUMNS", "IDS_SOURCES", "MANIFEST", "METADATA_KEY", "REQUIRED_COLUMNS", "Trajectory", "balance",
-    "load_trajectories", "open_collection", "shard_is_stored", "shard_name", "shard_table", "tokenizer_fingerprint",
+    "load_trajectories", "open_collection", "shard_is_stored", "shard_name", "shard_table",
     "write_shard",
 ]  # fmt: skip
 
@@ -69,24 +69,6 @@ REQUIRED_COLUMNS = BASE_COLUMNS + FIRST_REWARDS
 def shard_name(number: int) -> str:
     """The file name of shard ``number`` of a split: ``trajectories-00000.parquet``, ..."""
     return f"trajectories-{number:05d}.parquet"
-
-
-def tokenizer_fingerprint(tokenizer: Any) -> str:
-    """A sha256 over the tokenizer's vocabulary (sorted), its special tokens and its chat template.
-
-    Two tokenizers with the same fingerprint give the same ids for the same chat. The padding token is
-    left out on purpose: trainers set it to the end-of-sequence token where a tokenizer has none, and it
-    never appears in a stored prompt or response.
-    """
-    named = {name: getattr(tokenizer, name, None) for name in ("bos_token", "eos_token", "unk_token")}
-    blob = {
-        "vocab": sorted(tokenizer.get_vocab().items()),
-        "special_tokens": sorted({str(token) for token in getattr(tokenizer, "all_special_tokens", ())}),
-        "named": {name: None if token is None else str(token) for name, token in named.items()},
-        "chat_template": getattr(tokenizer, "chat_template", None),
-    }
-    text = json.dumps(blob, sort_keys=True, ensure_ascii=False, default=str)
-    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
 # ---- writing

@@ -4,12 +4,12 @@
 or ``value_rerank`` (:mod:`rg_verl.evaluation.decoding`):
 
 - :class:`HFValueSearchBackend` (``backend: hf``): the policy loads as the ``hf`` backend loads it, and each
-  step of a search is one batched ``generate`` call (:mod:`rg_verl.oreo.search_hf`);
+  step of a search is one batched ``generate`` call (:mod:`rg_verl.search.hf`);
 - :class:`VLLMValueSearchBackend` (``backend: vllm``): the policy is a ``vllm.LLM``, and each step is one
-  ``LLM.generate`` call over token ids (:mod:`rg_verl.oreo.search_vllm`).
+  ``LLM.generate`` call over token ids (:mod:`rg_verl.search.vllm`).
 
 Either way the value model is an ``AutoModelForTokenClassification`` on the evaluation device, scored in one
-forward per step (:class:`~rg_verl.oreo.search_hf.HFValueScorer`), prompts are the chat template's ids, and
+forward per step (:class:`~rg_verl.search.hf.HFValueScorer`), prompts are the chat template's ids, and
 ``generate`` answers like any backend: per prompt, ``n`` completions, here the best ``n`` by value. Every
 ``batch_size`` prompts make one search. States stay token ids; only the final answers are decoded.
 """
@@ -23,10 +23,10 @@ from rg_verl.common.hf_generate import saved_eos_token_ids
 from rg_verl.evaluation.backends.base import Backend, Completion, Messages, Sampling
 from rg_verl.evaluation.backends.hf import HFBackend, prompt_token_ids
 from rg_verl.evaluation.backends.vllm import VLLMBackend
-from rg_verl.oreo.beam import Beam, value_beam, value_rerank
-from rg_verl.oreo.search_hf import HFStepExpander, HFValueScorer
-from rg_verl.oreo.search_vllm import VLLMStepExpander
-from rg_verl.oreo.steps import StepExpander, delimiter_token_ids
+from rg_verl.search.beam import Beam, value_beam, value_rerank
+from rg_verl.search.hf import HFStepExpander, HFValueScorer
+from rg_verl.search.steps import StepExpander, delimiter_token_ids
+from rg_verl.search.vllm import VLLMStepExpander
 
 __all__ = ["HFValueSearchBackend", "VLLMValueSearchBackend", "ValueSearchBackend", "VLLM_MEMORY_SHARE"]
 

@@ -2,14 +2,6 @@ import os
 
 import pytest
 
-from rg_verl.cpu.tiny_model import build_tiny_model
-
-
-@pytest.fixture(scope="session")
-def tiny_model(tmp_path_factory):
-    """The tiny random model, built once for every evaluation test that generates."""
-    return build_tiny_model(tmp_path_factory.mktemp("evaluation") / "tiny")
-
 
 @pytest.fixture(autouse=True)
 def vllm_environment(monkeypatch):

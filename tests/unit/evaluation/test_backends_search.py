@@ -11,8 +11,8 @@ from rg_verl.evaluation.backends import Sampling, create_backend
 from rg_verl.evaluation.backends.search import ValueSearchBackend
 from rg_verl.evaluation.config import parse_config
 from rg_verl.evaluation.runner import ITEMS_FILE, evaluate
-from rg_verl.oreo.search_hf import HFStepExpander
 from rg_verl.oreo.value_init import prepare_value_model
+from rg_verl.search.hf import HFStepExpander
 from tests.unit.evaluation.fakes import NUM_ITEMS, small_config
 
 PROMPT = [{"role": "user", "content": "What is 2 + 3? Think step by step."}]

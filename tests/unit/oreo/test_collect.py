@@ -6,11 +6,12 @@ import json
 
 import pytest
 
+from rg_verl.common.tokenizer import tokenizer_fingerprint
 from rg_verl.evaluation.backends import create_backend
 from rg_verl.evaluation.backends.hf import prompt_token_ids
 from rg_verl.oreo import collect as collect_module
 from rg_verl.oreo.collect import main
-from rg_verl.oreo.trajectories import MANIFEST, load_trajectories, shard_name, tokenizer_fingerprint
+from rg_verl.oreo.trajectories import MANIFEST, load_trajectories, shard_name
 from tests.helpers import CONFIGS_DIR
 from tests.unit.oreo.collecting import MAX_TOKENS, TRAIN, VAL, K, argv, read_rows, shard_bytes
 

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rg_verl.common.schema import ConfigError
+from rg_verl.common.tokenizer import tokenizer_fingerprint
 from rg_verl.oreo.trajectories import (
     MANIFEST,
     METADATA_KEY,
@@ -20,7 +21,6 @@ from rg_verl.oreo.trajectories import (
     balance,
     load_trajectories,
     shard_name,
-    tokenizer_fingerprint,
     write_shard,
 )
 

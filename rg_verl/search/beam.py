@@ -17,7 +17,7 @@ between steps. Both callables take every request of a step at once, so a backend
   sequence, a token budget) is the expander's choice;
 - ``value(requests)``: one float per ``(prompt_index, state_ids)``.
 
-``rg_verl.oreo.search_hf`` implements both with transformers.
+``rg_verl.search.hf`` implements both with transformers.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
-"""A tiny local model shared by the OREO tests (built once per session, no hub), and the search tests' prompts."""
+"""The search tests' policy (the suite's tiny model) and prompts."""
 
 import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from rg_verl.cpu.tiny_model import build_tiny_model
 from rg_verl.evaluation.backends.hf import prompt_token_ids
-
-
-@pytest.fixture(scope="session")
-def tiny_model(tmp_path_factory):
-    return build_tiny_model(tmp_path_factory.mktemp("oreo") / "tiny")
 
 
 @pytest.fixture(scope="module")

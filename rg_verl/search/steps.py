@@ -7,8 +7,8 @@ sequence (the response is finished), at the step's token budget, or when the res
 budget (finished too).
 
 :class:`StepExpander` holds that rule and the bookkeeping of an ``expand`` callable of
-:mod:`rg_verl.oreo.beam`; a backend's expander adds only ``bind`` and ``_generate`` (one batched generation
-call per step): ``rg_verl.oreo.search_hf`` with transformers, ``rg_verl.oreo.search_vllm`` with vLLM.
+:mod:`rg_verl.search.beam`; a backend's expander adds only ``bind`` and ``_generate`` (one batched generation
+call per step): ``rg_verl.search.hf`` with transformers, ``rg_verl.search.vllm`` with vLLM.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def delimiter_token_ids(tokenizer: Any, delimiters: Sequence[str]) -> frozenset[
 
 
 class StepExpander:
-    """The step rule and the counting of an ``expand(requests, k)`` of ``rg_verl.oreo.beam``.
+    """The step rule and the counting of an ``expand(requests, k)`` of ``rg_verl.search.beam``.
 
     Subclasses implement ``_generate(bound, requests, budgets, k)``: per request, ``k`` generated token
     lists (each may run past the step's end; :meth:`_cut` cuts it), where ``bound`` is what their ``bind``

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rg_verl.oreo.beam import Beam, value_beam, value_rerank
+from rg_verl.search.beam import Beam, value_beam, value_rerank
 
 MARK = 1  # the token the stub value prefers
 

@@ -1,16 +1,16 @@
-"""The callables of ``rg_verl.oreo.beam`` with transformers: a step expander and a value scorer.
+"""The callables of ``rg_verl.search.beam`` with transformers: a step expander and a value scorer.
 
 - :class:`HFStepExpander` samples reasoning steps with ``model.generate``, one left-padded batch per call;
 - :class:`HFValueScorer` reads V(s) from a one-label ``AutoModelForTokenClassification``, one padded
   forward per call.
 
 Both work on token ids (prompt ids + response ids) and never re-tokenise text. Both take the prompts'
-ids through ``bind``, which answers the callable :func:`rg_verl.oreo.beam.value_beam` expects::
+ids through ``bind``, which answers the callable :func:`rg_verl.search.beam.value_beam` expects::
 
     answers = value_beam(prompts, expander.bind(prompt_ids), scorer.bind(prompt_ids),
                          beam_width=3, max_steps=20, n_answers=1)
 
-**Steps.** Where a step ends is :mod:`rg_verl.oreo.steps`' rule, shared with the vLLM expander. Here it is
+**Steps.** Where a step ends is :mod:`rg_verl.search.steps`' rule, shared with the vLLM expander. Here it is
 applied inside generation (a stopping criterion over the delimiter tokens' ids, so a row stops at once) and
 again when cutting the rows, which makes the cut exact.
 
@@ -31,7 +31,7 @@ import torch
 from transformers import DynamicCache, StoppingCriteria, StoppingCriteriaList
 
 from rg_verl.common.hf_generate import batch_seed, eos_token_ids
-from rg_verl.oreo.steps import Request, StepExpander, delimiter_token_ids
+from rg_verl.search.steps import Request, StepExpander, delimiter_token_ids
 
 __all__ = ["HFStepExpander", "HFValueScorer", "PromptCache", "delimiter_token_ids"]
 

@@ -6,13 +6,13 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForTokenClassification, AutoTokenizer
 
-from rg_verl.oreo.beam import value_beam
-from rg_verl.oreo.search_hf import HFStepExpander, HFValueScorer
-from rg_verl.oreo.search_vllm import VLLMStepExpander, state_seed
-from rg_verl.oreo.steps import delimiter_token_ids
 from rg_verl.oreo.value_init import prepare_value_model
+from rg_verl.search.beam import value_beam
+from rg_verl.search.hf import HFStepExpander, HFValueScorer
+from rg_verl.search.steps import delimiter_token_ids
+from rg_verl.search.vllm import VLLMStepExpander, state_seed
 from tests import fake_vllm
-from tests.unit.oreo.test_search_hf import DELIMITERS, check_step, random_requests
+from tests.unit.search.test_hf import DELIMITERS, check_step, random_requests
 
 
 @pytest.fixture

@@ -7,9 +7,9 @@ import torch
 from transformers import AutoModelForTokenClassification
 
 from rg_verl.oreo.batches import step_starts, unbind_responses
-from rg_verl.oreo.beam import value_beam, value_rerank
-from rg_verl.oreo.search_hf import HFStepExpander, HFValueScorer, PromptCache, delimiter_token_ids
 from rg_verl.oreo.value_init import prepare_value_model
+from rg_verl.search.beam import value_beam, value_rerank
+from rg_verl.search.hf import HFStepExpander, HFValueScorer, PromptCache, delimiter_token_ids
 
 DELIMITERS = ["\n", " "]  # " " ends many of the tiny model's steps
 

@@ -1,10 +1,10 @@
-"""The step expander of ``rg_verl.oreo.beam`` on vLLM: every beam of every prompt in one ``LLM.generate`` call.
+"""The step expander of ``rg_verl.search.beam`` on vLLM: every beam of every prompt in one ``LLM.generate`` call.
 
 Each request of a step is the prompt's ids followed by the state's ids, handed to vLLM as token ids
 (``{"prompt_token_ids": ...}``), never as re-tokenised text. vLLM's prefix caching reads the shared prompt
 and state of a request's ``k`` samples once, and keeps them across steps. A step stops inside vLLM at the
 step rule's tokens (``stop_token_ids``: the delimiter tokens and end of sequence; vLLM keeps the stop token
-in ``token_ids``), then :meth:`~rg_verl.oreo.steps.StepExpander._cut` applies the same rule as the
+in ``token_ids``), then :meth:`~rg_verl.search.steps.StepExpander._cut` applies the same rule as the
 transformers expander, so both backends move in the same steps.
 
 **Seeds.** With a seed, request r gets vLLM's per-request seed :func:`state_seed` of (seed, the request's
@@ -19,7 +19,7 @@ from collections.abc import Collection, Sequence
 from functools import partial
 from typing import Any
 
-from rg_verl.oreo.steps import Request, StepExpander
+from rg_verl.search.steps import Request, StepExpander
 
 __all__ = ["VLLMStepExpander", "state_seed"]
 
@@ -40,7 +40,7 @@ class VLLMStepExpander(StepExpander):
     Args:
         llm: a ``vllm.LLM`` of the policy.
         step_max_tokens, temperature, top_p, seed, eos_ids, max_tokens, delimiter_ids: as in
-            :class:`~rg_verl.oreo.steps.StepExpander`; the seed is used per request (:func:`state_seed`).
+            :class:`~rg_verl.search.steps.StepExpander`; the seed is used per request (:func:`state_seed`).
     """
 
     def __init__(

@@ -1,0 +1,29 @@
+"""Which tokenizer made a sequence of ids: OREO's trajectory files record it, and value-guided search checks
+that the value model reads the policy's ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+__all__ = ["tokenizer_fingerprint"]
+
+
+def tokenizer_fingerprint(tokenizer: Any) -> str:
+    """A sha256 over the tokenizer's vocabulary (sorted), its special tokens and its chat template.
+
+    Two tokenizers with the same fingerprint give the same ids for the same chat. The padding token is
+    left out on purpose: trainers set it to the end-of-sequence token where a tokenizer has none, and it
+    never appears in a stored prompt or response.
+    """
+    named = {name: getattr(tokenizer, name, None) for name in ("bos_token", "eos_token", "unk_token")}
+    blob = {
+        "vocab": sorted(tokenizer.get_vocab().items()),
+        "special_tokens": sorted({str(token) for token in getattr(tokenizer, "all_special_tokens", ())}),
+        "named": {name: None if token is None else str(token) for name, token in named.items()},
+        "chat_template": getattr(tokenizer, "chat_template", None),
+    }
+    text = json.dumps(blob, sort_keys=True, ensure_ascii=False, default=str)
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
