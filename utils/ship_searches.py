@@ -24,10 +24,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from rg_verl.common.atomic import publish_dir  # noqa: E402
+from rg_verl.common.compose import compose  # noqa: E402
 from rg_verl.common.names import SPLIT_URI  # noqa: E402
 from rg_verl.data import search_cache  # noqa: E402
 from rg_verl.data.dataset import ReasoningGymDataset  # noqa: E402
-from rg_verl.data.export import compose  # noqa: E402
 
 CONFIGS = REPO / "configs"
 STAMP = "WITHHELD"

@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rg_verl.common.atomic import write_atomic
+from rg_verl.common.compose import compose, repo_root
 from rg_verl.compare.config import CompareConfig, Plan, plan
 from rg_verl.compare.report import Row, write_report
 from rg_verl.compare.stages import StageError, Stages, latest_step
-from rg_verl.data.export import compose
-from rg_verl.grpo.launch import ensure_model, repo_root
+from rg_verl.grpo.launch import ensure_model
 from rg_verl.grpo.reward_curve import RewardCurve
 
 __all__ = ["Comparison"]

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
+from rg_verl.common.compose import repo_root
 from rg_verl.grpo.console import progress_text
-from rg_verl.grpo.launch import repo_root
 
 __all__ = ["StageError", "Stages"]
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from reasoning_gym.factory import create_curriculum
 
 if TYPE_CHECKING:
-    from rg_verl.config import AdaptiveWeightsConfig, CurriculumConfig, DatasetSpec
+    from rg_verl.data.config import AdaptiveWeightsConfig, CurriculumConfig, DatasetSpec
 
 
 class LevelCurriculum:

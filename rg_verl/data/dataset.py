@@ -86,9 +86,9 @@ from rg_verl.common.names import (
     data_source,
     system_prompt,
 )
-from rg_verl.config import AdaptiveWeightsConfig, CurriculumConfig, ReasoningGymConfig
 from rg_verl.data import reference_questions
 from rg_verl.data.candidates import Candidates
+from rg_verl.data.config import AdaptiveWeightsConfig, CurriculumConfig, ReasoningGymConfig
 from rg_verl.data.curriculum import MixState
 from rg_verl.data.files import FileDataset
 from rg_verl.data.holdout import question_hash, split_of

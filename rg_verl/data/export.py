@@ -41,13 +41,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rg_verl.common.atomic import PublishError, staging_dir
+from rg_verl.common.compose import compose, config_parser, resolve_config_dir
 from rg_verl.common.names import MAX_ATTEMPTS, SPLIT_SHARES, SPLIT_URI, SPLITS
 from rg_verl.common.schema import ConfigError, plain
-from rg_verl.config import ReasoningGymConfig
 from rg_verl.data.candidates import unseeded_hash_datasets
+from rg_verl.data.config import ReasoningGymConfig
 from rg_verl.data.files import check_sources
 from rg_verl.data.holdout import SALT
-from rg_verl.grpo import launch
 
 logger = logging.getLogger(__name__)
 
@@ -292,32 +292,18 @@ Set PYTHONHASHSEED=0, as a training run does, for the few generators whose items
 
 
 def build_parser(prog: str = "rg-verl export") -> argparse.ArgumentParser:
-    """``rg-verl train``'s parser (``--config-path``, ``--config-name``, ``--cfg``) plus the export's options."""
-    parser = launch.build_parser(prog)
+    """The config command line (``--config-path``, ``--config-name``, ``--cfg``) plus the export's options."""
+    parser = config_parser(prog, DESCRIPTION, EPILOG)
     parser.usage = (
         f"{prog} [--config-path DIR] [--config-name NAME] --split {{{','.join(SPLITS)}}} --out DIR "
         "[--hf] [--limit N] [--overwrite] [key=value ...]"
     )
-    parser.description, parser.epilog = DESCRIPTION, EPILOG
     parser.add_argument("--split", choices=SPLITS, help="the split to export (required)")
     parser.add_argument("--out", metavar="DIR", help="output folder; must not exist or be empty (required)")
     parser.add_argument("--hf", action="store_true", help="also write a Hugging Face datasets folder, DIR/hf")
     parser.add_argument("--limit", type=int, metavar="N", help="export only the split's first N items")
     parser.add_argument("--overwrite", action="store_true", help="replace a non-empty DIR once the export is done")
     return parser
-
-
-def compose(config_dir: str, config_name: str, overrides: Sequence[str], hydra_config: bool = False) -> Any:
-    """The config ``config_name`` of ``config_dir`` (a folder or ``pkg://``), composed with ``overrides``."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir, initialize_config_module
-
-    if config_dir.startswith("pkg://"):
-        context = initialize_config_module(config_dir.removeprefix("pkg://").replace("/", "."), version_base=None)
-    else:
-        context = initialize_config_dir(config_dir=config_dir, version_base=None)
-    with context:
-        return hydra_compose(config_name=config_name, overrides=list(overrides), return_hydra_config=hydra_config)
 
 
 def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> tuple[argparse.Namespace, list[str], str]:
@@ -329,7 +315,7 @@ def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> tuple[argpar
     if args.cfg is None and (args.split is None or args.out is None):
         parser.error("the following arguments are required: --split, --out")
     try:
-        return args, overrides, launch.resolve_config_dir(args.config_path)
+        return args, overrides, resolve_config_dir(args.config_path)
     except FileNotFoundError as error:
         parser.error(str(error))
 

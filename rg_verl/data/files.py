@@ -41,7 +41,7 @@ from typing import Any
 
 from rg_verl.common.names import FILE_CATEGORY
 from rg_verl.common.schema import ConfigError
-from rg_verl.config import DatasetSpec, ReasoningGymConfig
+from rg_verl.data.config import DatasetSpec, ReasoningGymConfig
 from rg_verl.data.curriculum import LevelCurriculum
 from rg_verl.data.formats import FILE_SUFFIXES, FORMATS, FileSource
 from rg_verl.data.holdout import normalise

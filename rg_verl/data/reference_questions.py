@@ -31,8 +31,8 @@ from typing import Any
 
 from rg_verl.common.names import MAX_SEED
 from rg_verl.common.schema import ConfigError, named_mappings, option
-from rg_verl.config import ReasoningGymConfig
 from rg_verl.data.candidates import Candidates
+from rg_verl.data.config import ReasoningGymConfig
 from rg_verl.data.holdout import question_hash
 
 __all__ = [

@@ -30,7 +30,7 @@ from reasoning_gym.factory import DATASETS, create_curriculum, create_dataset, h
 
 from rg_verl.common.names import SPLIT_SHARES, SPLITS
 from rg_verl.common.schema import ConfigError
-from rg_verl.config import ReasoningGymConfig
+from rg_verl.data.config import ReasoningGymConfig
 from rg_verl.data.holdout import normalise, split_of
 
 __all__ = ["SpaceEstimate", "estimate_space", "space_size", "space_warnings", "widening_params"]

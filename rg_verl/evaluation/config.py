@@ -39,8 +39,8 @@ from reasoning_gym.factory import DATASETS
 from reasoning_gym.utils import SYSTEM_PROMPTS
 
 from rg_verl.common.names import MAX_SEED, MAX_SPLIT_SIZE, MODES, system_prompt
-from rg_verl.common.schema import ConfigError, option, parse_section
-from rg_verl.config import ReasoningGymConfig, check_model_path, dataset_name_error
+from rg_verl.common.schema import ConfigError, check_model_path, option, parse_section
+from rg_verl.data.config import ReasoningGymConfig, dataset_name_error
 from rg_verl.data.reference_questions import ReferenceTraining
 from rg_verl.evaluation.backends import BACKENDS
 from rg_verl.evaluation.decoding import DecodingConfig, check_value_model

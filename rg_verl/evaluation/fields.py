@@ -13,7 +13,7 @@ from typing import Any
 from reasoning_gym.factory import DATASETS
 
 from rg_verl.common.schema import ConfigError, parse_section
-from rg_verl.config import dataset_name_error
+from rg_verl.data.config import dataset_name_error
 
 __all__ = ["above_zero", "dataset_names", "maybe_text", "parse_entry", "run_name", "text"]
 

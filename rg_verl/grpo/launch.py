@@ -39,16 +39,17 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-import rg_verl
-from rg_verl.common.names import SPLIT_URI, SPLITS
+from rg_verl import guards
+from rg_verl.common.compose import DEFAULT_CONFIG_NAME, config_parser, resolve_config_dir
+from rg_verl.common.names import MOVED_MODULES, SPLIT_URI, SPLITS
 from rg_verl.common.schema import ConfigError
-from rg_verl.config import MOVED_MODULES, tiny_model_config, validate
+from rg_verl.config import tiny_model_config, validate
 from rg_verl.cpu.settings import PLATFORM_MODULE, apply_cpu_settings, cpu_env
 from rg_verl.cpu.tiny_model import ensure_tiny_model
 from rg_verl.data.candidates import unseeded_hash_datasets
 from rg_verl.data.files import check_sources
 from rg_verl.data.spaces import space_warnings
-from rg_verl.grpo import guards, shm
+from rg_verl.grpo import shm
 from rg_verl.grpo.cluster import forwarded_env, joins_a_cluster
 from rg_verl.grpo.console import MARK, console_mode, quiet_console
 from rg_verl.grpo.disk import check_output_dir
@@ -261,8 +262,6 @@ def main_task(config: DictConfig) -> None:
 # ---- the command line: train_grpo.py's Hydra task, run from the package (rg-verl train) ----
 
 
-DEFAULT_CONFIG_DIR = Path("configs") / "smoke"
-DEFAULT_CONFIG_NAME = "cpu"
 # the job name train_grpo.py gets from its file name; Hydra names its log file after it
 JOB_NAME = "train_grpo"
 
@@ -280,64 +279,9 @@ Hydra's own options pass through: --cfg job (print the config), -m (multirun), -
 A relative --config-path is looked up in the working directory, then in the repository root."""
 
 
-def repo_root() -> Path:
-    """The folder that holds the ``rg_verl`` package (the repository root of an editable install)."""
-    return Path(rg_verl.__file__).resolve().parent.parent
-
-
 def build_parser(prog: str = "rg-verl train") -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog=prog,
-        usage=f"{prog} [--config-path DIR] [--config-name NAME] [key=value ...]",
-        description=DESCRIPTION,
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        allow_abbrev=False,
-    )
-    parser.add_argument(
-        "--config-path",
-        "-cp",
-        metavar="DIR",
-        help="folder of the experiment config: relative to the working directory (then to the repository root), "
-        "absolute, or pkg://... (default: the repository's configs/smoke)",
-    )
-    parser.add_argument(
-        "--config-name",
-        "-cn",
-        metavar="NAME",
-        default=DEFAULT_CONFIG_NAME,
-        help=f"config file name in that folder, without .yaml (default: {DEFAULT_CONFIG_NAME})",
-    )
-    # Hydra's --cfg, declared here because its short form -c would otherwise read as an abbreviation of -cp/-cn
-    parser.add_argument("--cfg", "-c", choices=("job", "hydra", "all"), help="print Hydra's config and exit")
-    return parser
-
-
-def resolve_config_dir(config_path: str | None, cwd: Path | None = None, root: Path | None = None) -> str:
-    """The config folder Hydra should search, as an absolute path (or a ``pkg://`` one).
-
-    Raises:
-        FileNotFoundError: If the folder does not exist; the message says where it was looked for.
-    """
-    cwd = Path.cwd() if cwd is None else cwd
-    root = repo_root() if root is None else root
-    if config_path is None:
-        default = root / DEFAULT_CONFIG_DIR
-        if not default.is_dir():
-            raise FileNotFoundError(
-                f"the default config folder {default} does not exist (rg_verl is not installed from a checkout "
-                "of the repository); pass --config-path DIR --config-name NAME"
-            )
-        return str(default)
-    if config_path.startswith("pkg://"):
-        return config_path
-    path = Path(config_path).expanduser()
-    candidates = [path] if path.is_absolute() else [cwd / path, root / path]
-    for candidate in candidates:
-        if candidate.is_dir():
-            return str(candidate.resolve())
-    looked = " or ".join(str(c) for c in dict.fromkeys(candidates))
-    raise FileNotFoundError(f"config folder {config_path!r} not found (looked for {looked})")
+    """The train command's parser: :func:`rg_verl.common.compose.config_parser` with its help."""
+    return config_parser(prog, DESCRIPTION, EPILOG)
 
 
 def hydra_argv(argv: Sequence[str], prog: str = "rg-verl train") -> list[str]:

@@ -7,7 +7,7 @@ public ``trainer.v1.sampler.custom_sampler`` (``rg_verl_base.yaml``), adds:
 
 - **Group filtering that keeps the outcomes** (``algorithm.filter_groups``, DAPO's dynamic sampling). verl
   leaves filtering to a custom sampler, so this one does it: it samples the groups a step needs, drops those
-  whose filter metric (our binary ``accuracy``, see :mod:`rg_verl.grpo.guards`) is the same for every
+  whose filter metric (our binary ``accuracy``, see :mod:`rg_verl.guards`) is the same for every
   response, asks for that many fresh prompts and samples again, until the step has ``train_batch_size`` groups
   with both right and wrong answers. verl's own filter clears the dropped groups before anyone reads them;
   here every sampled group, trained or dropped, is kept as a :class:`SampledGroup` for the trainer, so the

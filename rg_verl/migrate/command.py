@@ -56,9 +56,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rg_verl import guards
 from rg_verl.common.atomic import write_atomic
 from rg_verl.common.schema import ConfigError
-from rg_verl.grpo import guards
 from rg_verl.migrate import reference, verl_layout
 from rg_verl.migrate.tree import MISSING, Migration, Unmapped, container, differences, flatten, merge, put
 
@@ -160,7 +160,7 @@ def migrate(old: Any) -> tuple[dict, Unmapped]:
 
 def _fit_micro_batches(m: Migration, defaults: dict, desired: dict) -> None:
     """Micro-batch sizes that verl 0.9.1's engine workers cannot split each rank's share into (its old workers
-    could) become the largest size that can, in ``m`` and its ``desired`` tree, reported (``rg_verl.grpo.guards``
+    could) become the largest size that can, in ``m`` and its ``desired`` tree, reported (``rg_verl.guards``
     would refuse them)."""
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
@@ -180,7 +180,7 @@ def _fit_micro_batches(m: Migration, defaults: dict, desired: dict) -> None:
 
 # the order of sections in the written file, as in the shipped configs
 SECTION_ORDER = ("hydra", "defaults", "reasoning_gym", "data", "actor_rollout_ref", "algorithm", "reward", "trainer")
-# the order of the reasoning_gym section's keys, as rg_verl.config.ReasoningGymConfig declares them
+# the order of the reasoning_gym section's keys, as rg_verl.data.config.ReasoningGymConfig declares them
 REASONING_GYM_ORDER = ("datasets", "val_datasets", "seed", "train_size", "val_size", "eval_size", "system_prompt",
                        "curriculum", "adaptive_weights")  # fmt: skip
 

@@ -19,8 +19,8 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from rg_verl.config import RewardConfig
 from rg_verl.migrate.tree import Migration, get, same
+from rg_verl.reward.config import RewardConfig
 
 __all__ = ["REWARD_KWARGS", "TERMS", "curriculum", "reasoning_gym", "reward", "starting_config"]
 

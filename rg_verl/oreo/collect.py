@@ -39,17 +39,18 @@ from pathlib import Path
 from typing import Any
 
 from rg_verl.common.atomic import write_atomic
+from rg_verl.common.compose import compose, resolve_config_dir
 from rg_verl.common.names import SPLIT_URI, SPLITS
 from rg_verl.common.schema import ConfigError, check_model_path, plain
 from rg_verl.common.tokenizer import tokenizer_fingerprint
-from rg_verl.config import ReasoningGymConfig
 from rg_verl.cpu import vllm_engine
 from rg_verl.data.candidates import unseeded_hash_datasets
-from rg_verl.data.export import compose, reasoning_gym_section
+from rg_verl.data.config import ReasoningGymConfig
+from rg_verl.data.export import reasoning_gym_section
 from rg_verl.data.files import check_sources
 from rg_verl.evaluation.backends import BACKENDS, create_backend
 from rg_verl.grpo.launch import build_parser as train_parser
-from rg_verl.grpo.launch import ensure_model, resolve_config_dir
+from rg_verl.grpo.launch import ensure_model
 from rg_verl.oreo.sampler import FORMAT, Sampler, chunk_seed
 from rg_verl.oreo.trajectories import MANIFEST, open_collection
 from rg_verl.reward.score import reward_config

@@ -21,9 +21,9 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
+from rg_verl.common.compose import repo_root, resolve_config_dir
 from rg_verl.common.schema import ConfigError
 from rg_verl.cpu.settings import OREO_CPU_SETTINGS, apply_settings, cpu_env
-from rg_verl.grpo.launch import repo_root, resolve_config_dir
 from rg_verl.oreo.checkpoints import ResumeError
 from rg_verl.oreo.config import validate
 

@@ -21,7 +21,7 @@ from reasoning_gym.factory import get_score_answer_fn
 
 from rg_verl.common.chat_template import load_tokenizer, resolve_response_prefix
 from rg_verl.common.names import FILE_PREFIX, MODES, RG_PREFIX, parse_data_source
-from rg_verl.config import RewardConfig
+from rg_verl.reward.config import RewardConfig
 from rg_verl.reward.episode import EPISODE_KEY, episode_values, is_episode
 from rg_verl.reward.extraction import response_answer
 from rg_verl.reward.math_verify import math_equal_status
@@ -124,7 +124,7 @@ def _correctness(name: str, answer: str | None, entry: dict, by_math: bool = Fal
     return clamp_unit(score), False
 
 
-# --- the reward kwargs: checked once by rg_verl.config.RewardConfig, cached per distinct value ---
+# --- the reward kwargs: checked once by rg_verl.reward.config.RewardConfig, cached per distinct value ---
 
 
 def _frozen(value: Any) -> Any:
@@ -154,11 +154,11 @@ def _checked(key: Any) -> RewardConfig:
 
 
 def reward_config(**given: Any) -> RewardConfig:
-    """The reward kwargs that are not None, checked by ``rg_verl.config.RewardConfig`` (its defaults
+    """The reward kwargs that are not None, checked by ``rg_verl.reward.config.RewardConfig`` (its defaults
     fill the rest); each distinct set is checked once, as verl calls the reward once per response.
 
     Raises:
-        rg_verl.config.ConfigError: a ValueError naming the bad key, its value and the fix.
+        rg_verl.common.schema.ConfigError: a ValueError naming the bad key, its value and the fix.
 
     >>> reward_config(mode="strict", terms={"format": 0.5}).terms
     {'format': 0.5}
@@ -204,7 +204,7 @@ def compute_score(
     """Scores a response: correctness of its final answer, plus weighted extra terms.
 
     verl passes ``reward.custom_reward_function.reward_kwargs`` as keyword arguments. Those that
-    are None (or absent) take the default of ``rg_verl.config.RewardConfig``, which checks them.
+    are None (or absent) take the default of ``rg_verl.reward.config.RewardConfig``, which checks them.
 
     Args:
         data_source: ``"reasoning_gym/<dataset name>"``, or ``"math/<name>"`` for a file math
@@ -215,7 +215,8 @@ def compute_score(
             "wrong, try again" episode's record in ``extra_info["retry"]`` (:mod:`rg_verl.retry.episode`), the
             episode's last try is scored instead of ``solution_str``, and the score is discounted per extra try.
         mode, terms, tokenizer_path, max_response_length, math_datasets, reference_terms, gates, response_prefix,
-            chat_template_kwargs: the reward kwargs, each declared with its meaning in ``rg_verl.config.RewardConfig``.
+            chat_template_kwargs: the reward kwargs, each declared with its meaning in
+            ``rg_verl.reward.config.RewardConfig``.
             ``mode`` picks the extraction behind the reward (both are reported); ``terms`` add weighted extra
             terms (``rg_verl.reward.terms``) that ``gates`` may let count only for right or wrong answers;
             ``response_prefix`` is the text a thinking model's template opens the turn with
@@ -236,7 +237,7 @@ def compute_score(
 
     Raises:
         ValueError: If ``data_source`` is not a reasoning-gym dataset or a file item, or a reward
-            keyword argument is invalid (``rg_verl.config.ConfigError``).
+            keyword argument is invalid (``rg_verl.common.schema.ConfigError``).
     """
     config = reward_config(
         mode=mode, terms=terms, tokenizer_path=tokenizer_path,

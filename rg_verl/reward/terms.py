@@ -5,7 +5,8 @@ Every term is a plain function ``term(response: Response) -> float`` in :data:`T
 ``reward.custom_reward_function.reward_kwargs.terms`` is non-zero, and reports every term's value.
 
 To add a term: write the function here, document its range, add it to :data:`TERMS` and its name to
-``rg_verl.common.names.TERM_NAMES`` (the names ``rg_verl.config.RewardConfig`` accepts; a test keeps the two equal).
+``rg_verl.common.names.TERM_NAMES`` (the names ``rg_verl.reward.config.RewardConfig`` accepts; a test keeps the
+two equal).
 
 Terms:
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from rg_verl.grpo.launch import hydra_argv, resolve_config_dir
+from rg_verl.common.compose import resolve_config_dir
+from rg_verl.grpo.launch import hydra_argv
 from tests.helpers import REPO
 
 RG_VERL = Path(sys.executable).parent / "rg-verl"

@@ -14,18 +14,13 @@ import sys
 import pytest
 from omegaconf import OmegaConf
 
-from rg_verl.common.names import TERM_NAMES
-from rg_verl.config import (
-    MOVED_MODULES,
-    ConfigError,
-    ReasoningGymConfig,
-    RewardConfig,
-    check_model_path,
-    tiny_model_config,
-    validate,
-)
+from rg_verl.common.names import MOVED_MODULES, TERM_NAMES
+from rg_verl.common.schema import ConfigError, check_model_path
+from rg_verl.config import tiny_model_config, validate
 from rg_verl.cpu.tiny_model import TinyModelConfig, TinyModelOptions
 from rg_verl.cpu.warm_start import WARM_START_DEFAULTS, WarmStartOptions
+from rg_verl.data.config import ReasoningGymConfig
+from rg_verl.reward.config import RewardConfig
 from rg_verl.reward.terms import TERMS
 from tests.helpers import REPO
 
@@ -349,6 +344,7 @@ LAZY_IMPORTS = {
     # verl's replica registry takes a loader: the replica (Ray actor, transformers server) loads when chosen
     ("rg_verl/hf_rollout/__init__.py", "_load_replica", "rg_verl.hf_rollout.replica"),
     # the Python API: `import rg_verl` imports it, and must load no library (tests/unit/test_api.py)
+    ("rg_verl/api.py", "compose", "rg_verl.common.compose"),
     ("rg_verl/api.py", "compose", "rg_verl.grpo.launch"),
     ("rg_verl/api.py", "train", "rg_verl.grpo.launch"),
     ("rg_verl/api.py", "evaluate", "rg_verl.evaluation.config"),

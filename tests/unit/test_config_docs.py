@@ -1,7 +1,8 @@
 """The base YAML and the field tables of docs/ agree with the declared fields (rg_verl.common.schema.field_docs).
 
-Each field of our sections is declared once, in rg_verl/config.py (the ``tiny_model`` section in
-rg_verl/cpu/tiny_model.py and rg_verl/cpu/warm_start.py). ``rg_verl/conf/rg_verl_base.yaml`` lists the fields of
+Each field of our sections is declared once, beside the code that reads it: rg_verl/data/config.py,
+rg_verl/reward/config.py, and the ``tiny_model`` section in rg_verl/cpu/tiny_model.py and rg_verl/cpu/warm_start.py.
+``rg_verl/conf/rg_verl_base.yaml`` lists the fields of
 ``reasoning_gym`` and the reward kwargs with their defaults and their help as the comment above each;
 The docs pages' field tables list every section's fields with their defaults. A default that differs, a field
 that is missing or one that no longer exists fails here.
@@ -17,10 +18,11 @@ import pytest
 from omegaconf import OmegaConf
 
 from rg_verl.common.schema import FieldDoc, field_docs
-from rg_verl.config import DatasetSpec, ReasoningGymConfig, RewardConfig
 from rg_verl.cpu.tiny_model import TinyModelConfig
 from rg_verl.cpu.warm_start import WarmStartOptions
+from rg_verl.data.config import DatasetSpec, ReasoningGymConfig
 from rg_verl.retry.episode import RetryConfig
+from rg_verl.reward.config import RewardConfig
 from rg_verl.reward.terms import TERMS
 from tests.helpers import REPO
 

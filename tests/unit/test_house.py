@@ -6,9 +6,14 @@ is a warning in the test report (a hint to look for a second concern in it), nev
 
 import ast
 import re
+import shutil
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import pytest
+import tomllib
 
 from tests.helpers import REPO
 
@@ -85,7 +90,10 @@ def test_the_long_function_check_sees_a_long_function(tmp_path):
     assert _long_functions(path, root=tmp_path) == [f"probe.py:5 long ({MAX_FUNCTION_LINES + 1} lines)"]
 
 
-@pytest.mark.parametrize("folder", ["data", "reward", "grpo", "cpu", "hf_rollout", "evaluation", "checkpoint"])
+@pytest.mark.parametrize(
+    "folder",
+    ["common", "data", "reward", "grpo", "cpu", "hf_rollout", "evaluation", "checkpoint", "migrate", "search", "oreo"],
+)
 def test_each_concern_has_its_folder_with_a_docstring(folder):
     init = REPO / "rg_verl" / folder / "__init__.py"
     assert ast.get_docstring(ast.parse(init.read_text())), f"rg_verl/{folder}/__init__.py says what the folder holds"
@@ -287,3 +295,44 @@ def test_the_mirror_check_sees_missing_and_stale_tests(tmp_path):
         "tests/unit/test_gone.py names no module of rg_verl/",
         "tests/unit/test_lost.py tests docs/lost.md, which does not exist",
     ]
+
+
+# ---- the layers: pyproject.toml's import-linter contract, checked by lint-imports (make test runs it too)
+
+LINT_IMPORTS = [str(Path(sys.executable).with_name("lint-imports")), "--no-cache"]
+
+
+def _layers() -> list[set[str]]:
+    contracts = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    [layers] = [c["layers"] for c in contracts if c["type"] == "layers"]
+    return [{room.strip() for room in layer.split("|")} for layer in layers]
+
+
+def test_the_layers_name_every_room_once():
+    package = REPO / "rg_verl"
+    rooms = {f"rg_verl.{p.stem}" for p in package.glob("*.py") if p.name != "__init__.py"}
+    rooms |= {f"rg_verl.{p.parent.name}" for p in package.glob("*/__init__.py")}
+    named = [room for layer in _layers() for room in layer]
+    assert sorted(named) == sorted(rooms - {"rg_verl.conf"})  # conf/ holds YAML only
+
+
+def _lint_imports(root: Path) -> subprocess.CompletedProcess:
+    command = [*LINT_IMPORTS, "--config", str(root / "pyproject.toml")]
+    env = {"PYTHONPATH": str(root), "PATH": ""}  # the package at root, not the installed one
+    return subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_no_room_imports_a_room_above_it():
+    proc = _lint_imports(REPO)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+def test_an_import_that_points_up_breaks_the_layers(tmp_path):
+    """The negative control: the package with one upward import (common imports grpo, lazily) fails."""
+    shutil.copytree(REPO / "rg_verl", tmp_path / "rg_verl", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
+    names = tmp_path / "rg_verl" / "common" / "names.py"
+    names.write_text(names.read_text() + "\n\ndef _upward():\n    from rg_verl.grpo import launch\n")
+    proc = _lint_imports(tmp_path)
+    assert proc.returncode == 1 and "BROKEN" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "rg_verl.common.names -> rg_verl.grpo.launch" in proc.stdout

@@ -23,7 +23,8 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 from reasoning_gym.factory import DATASETS
 
-import rg_verl.config
+import rg_verl.data.config
+import rg_verl.reward.config
 from rg_verl.config import validate
 from rg_verl.grpo.launch import apply_device_settings
 from rg_verl.grpo.metrics import dataset_category
@@ -310,16 +311,20 @@ def test_experiment_command_composes_and_draws_items_from_any_directory(tmp_path
 # --- every key of our sections is read by the code that uses it ----------------------------------
 
 
+SCHEMA_MODULES = (rg_verl.data.config, rg_verl.reward.config)
+
+
 def _section_classes() -> list[type]:
-    """The dataclasses of rg_verl/config.py: one per section (or sub-section) of our config."""
+    """The dataclasses of the data and reward schemas: one per section (or sub-section) of our config."""
     return [
         obj
-        for obj in vars(rg_verl.config).values()
-        if inspect.isclass(obj) and dataclasses.is_dataclass(obj) and obj.__module__ == rg_verl.config.__name__
+        for module in SCHEMA_MODULES
+        for obj in vars(module).values()
+        if inspect.isclass(obj) and dataclasses.is_dataclass(obj) and obj.__module__ == module.__name__
     ]
 
 
-SCHEMA_FILES = {str(PACKAGE / "config.py"), str(PACKAGE / "common" / "schema.py")}
+SCHEMA_FILES = {module.__file__ for module in SCHEMA_MODULES} | {str(PACKAGE / "common" / "schema.py")}
 
 
 def _read_by_a_user(frame, accessors: set[str]) -> bool:
@@ -335,7 +340,7 @@ def _read_by_a_user(frame, accessors: set[str]) -> bool:
 
 
 def record_field_reads(monkeypatch, classes: list[type]) -> dict[type, set[str]]:
-    """From now on, the fields of ``classes`` that code outside config.py and schema.py reads."""
+    """From now on, the fields of ``classes`` that code outside the schema modules reads."""
     reads = defaultdict(set)
     accessors = {
         name
@@ -361,7 +366,7 @@ def test_every_reasoning_gym_field_is_read_by_the_code_that_uses_it(monkeypatch,
     from rg_verl.data.files import check_sources
 
     # the reward's sections are checked by test_every_reward_key_changes_the_reward
-    reward = (rg_verl.config.RewardConfig, rg_verl.config.ReferenceTermsConfig)
+    reward = (rg_verl.reward.config.RewardConfig, rg_verl.reward.config.ReferenceTermsConfig)
     classes = [cls for cls in _section_classes() if cls not in reward]
     reads = record_field_reads(monkeypatch, classes)
     gsm8k = {"format": "gsm8k", "train": str(math_data / "gsm8k/train.parquet"), "val": "unused.jsonl"}
@@ -372,7 +377,7 @@ def test_every_reasoning_gym_field_is_read_by_the_code_that_uses_it(monkeypatch,
         "curriculum": {"enabled": True, "levels": {"chain_sum": {"*": 1}}, "last_k": 4, "min_samples": 2},
         "adaptive_weights": {"enabled": True, "window": 4, "min_samples": 2, "floor": 0.5},
     }
-    check_sources(rg_verl.config.ReasoningGymConfig.from_section(section))
+    check_sources(rg_verl.data.config.ReasoningGymConfig.from_section(section))
     data = OmegaConf.create({"reasoning_gym": section})
     splits = {split: ReasoningGymDataset(f"reasoning_gym://{split}", None, data) for split in ("train", "val", "eval")}
     for dataset in splits.values():
@@ -435,7 +440,7 @@ def test_every_reward_key_changes_the_reward(tokenizer_path, tmp_path):
     assert score(bare, tokenizer_path=str(tmp_path))["format_ok"] == 0.0
     off = {"enable_thinking": False}
     assert score(bare, tokenizer_path=str(tmp_path), chat_template_kwargs=off)["format_ok"] == 1.0
-    declared = {f.name for f in dataclasses.fields(rg_verl.config.RewardConfig)}
+    declared = {f.name for f in dataclasses.fields(rg_verl.reward.config.RewardConfig)}
     assert declared == {
         "mode", "terms", "gates", "tokenizer_path", "max_response_length", "math_datasets", "reference_terms",
         "response_prefix", "chat_template_kwargs",
@@ -445,7 +450,7 @@ def test_every_reward_key_changes_the_reward(tokenizer_path, tmp_path):
 def test_every_reward_key_is_a_parameter_of_the_reward_function():
     """verl calls compute_score(**reward_kwargs); a key it does not name would vanish into **kwargs."""
     parameters = inspect.signature(compute_score).parameters
-    for field in dataclasses.fields(rg_verl.config.RewardConfig):
+    for field in dataclasses.fields(rg_verl.reward.config.RewardConfig):
         assert field.name in parameters, f"reward_kwargs.{field.name} is not a parameter of compute_score"
 
 

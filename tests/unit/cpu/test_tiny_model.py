@@ -142,7 +142,7 @@ print(ensure_tiny_model(target, num_layers=1))
 def test_concurrent_ensure_builds_twice_and_the_loser_uses_the_winners_model(tmp_path: Path) -> None:
     target, barrier = tmp_path / "shared", tmp_path / "barrier"
     barrier.mkdir()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(tiny.__file__).parents[1]), *sys.path])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(tiny.__file__).parents[2]), *sys.path])}
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", RACE, str(barrier), str(target)],

@@ -7,7 +7,8 @@ from hypothesis import strategies as st
 from omegaconf import OmegaConf
 from torchdata.stateful_dataloader import StatefulDataLoader
 
-from rg_verl.config import ConfigError, ReasoningGymConfig
+from rg_verl.common.schema import ConfigError
+from rg_verl.data.config import ReasoningGymConfig
 from rg_verl.data.curriculum import MixState, adaptive_weights
 from rg_verl.data.dataset import ReasoningGymDataset
 

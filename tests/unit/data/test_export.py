@@ -13,12 +13,13 @@ from transformers import AutoTokenizer
 from verl.utils.dataset.rl_dataset import RLHFDataset
 
 from rg_verl import cli
+from rg_verl.common.compose import compose
 from rg_verl.common.names import ANSWER_CLOSE, ANSWER_OPEN, SPLIT_SHARES, formatted
 from rg_verl.common.schema import ConfigError
 from rg_verl.cpu.tiny_model import build_tiny_model
 from rg_verl.data import export
 from rg_verl.data.dataset import ReasoningGymDataset
-from rg_verl.data.export import compose, export_split, reasoning_gym_section
+from rg_verl.data.export import export_split, reasoning_gym_section
 from rg_verl.data.holdout import SALT, question_hash, split_of
 from rg_verl.reward import compute_score
 from tests.helpers import CONFIGS_DIR

@@ -12,8 +12,10 @@ from hypothesis import strategies as st
 from omegaconf import OmegaConf
 
 from rg_verl.common.names import source_name
-from rg_verl.config import ConfigError, ReasoningGymConfig, validate
+from rg_verl.common.schema import ConfigError
+from rg_verl.config import validate
 from rg_verl.data import files
+from rg_verl.data.config import ReasoningGymConfig
 from rg_verl.data.curriculum import LevelCurriculum, MixState
 from rg_verl.data.dataset import ReasoningGymDataset
 from rg_verl.data.files import FileDataset, SourceError, check_sources, read_rows, training_questions

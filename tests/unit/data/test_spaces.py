@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rg_verl.common.schema import ConfigError
-from rg_verl.config import ReasoningGymConfig
+from rg_verl.data.config import ReasoningGymConfig
 from rg_verl.data.spaces import estimate_space, space_size, space_warnings, widening_params
 
 SPLITS = ("train", "val", "eval")

@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from omegaconf import OmegaConf
 
 from rg_verl.common import names
-from rg_verl.config import ConfigError, validate
+from rg_verl.common.schema import ConfigError
+from rg_verl.config import validate
 from rg_verl.grpo import launch
 from rg_verl.migrate.command import COMMAND, main, migrate, reference_schema_keys, render, write_config
 from rg_verl.migrate.tree import flatten, get, put, same

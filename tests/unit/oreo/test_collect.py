@@ -24,7 +24,7 @@ def collected(tiny_model, tmp_path_factory):
 
 
 def composed(*overrides: str):
-    from rg_verl.data.export import compose
+    from rg_verl.common.compose import compose
 
     return compose(str(CONFIGS_DIR / "smoke"), "cpu", list(overrides))
 

@@ -13,8 +13,8 @@ from omegaconf import OmegaConf
 
 import rg_verl.reward.score as reward_mod
 from rg_verl.common.names import TAGS
-from rg_verl.config import RewardConfig
 from rg_verl.reward import compute_score
+from rg_verl.reward.config import RewardConfig
 from rg_verl.reward.score import reward_config
 from tests.helpers import within
 

@@ -18,8 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rg_verl.common.names import TAGS
-from rg_verl.config import ConfigError, ReferenceTermsConfig, RewardConfig
+from rg_verl.common.schema import ConfigError
 from rg_verl.reward import compute_score
+from rg_verl.reward.config import ReferenceTermsConfig, RewardConfig
 from rg_verl.reward.terms import TERMS, Response, reference_format_ok
 
 REFERENCE_TERMS = ("reference_format", "reference_length", "reference_cosine")

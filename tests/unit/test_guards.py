@@ -1,17 +1,16 @@
-"""rg_verl.grpo.guards: what verl 0.9.1 accepts and then gets wrong is a ConfigError before Ray starts."""
+"""rg_verl.guards: what verl 0.9.1 accepts and then gets wrong is a ConfigError before Ray starts."""
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
 
+from rg_verl import guards
 from rg_verl.common.schema import ConfigError
-from rg_verl.grpo import guards
+from tests.helpers import REPO
 from tests.unit.test_shipped_configs import composed
 
-REPO = Path(__file__).resolve().parents[3]
 SMOKE = REPO / "configs" / "smoke" / "cpu.yaml"  # 4 prompts × 2 responses; micro-batches 4 (update), 8 (log-probs)
 
 

@@ -1,0 +1,94 @@
+"""A config composed the way every command composes one: the config folder, the parser of its command line, and
+Hydra's compose. GRPO's and OREO's launchers, the export, OREO's collection and the comparison all use it.
+
+A relative ``--config-path`` is looked up in the working directory, then in the repository root; a ``pkg://``
+path is a package's config folder (``pkg://rg_verl.conf``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["DEFAULT_CONFIG_DIR", "DEFAULT_CONFIG_NAME", "compose", "config_parser", "repo_root", "resolve_config_dir"]
+
+# the train command's config when none is named: the CPU smoke run
+DEFAULT_CONFIG_DIR = Path("configs") / "smoke"
+DEFAULT_CONFIG_NAME = "cpu"
+
+
+def repo_root() -> Path:
+    """The folder that holds the ``rg_verl`` package (the repository root of an editable install)."""
+    return Path(__file__).resolve().parents[2]
+
+
+def config_parser(prog: str, description: str, epilog: str) -> argparse.ArgumentParser:
+    """The parser of a command that composes a config: ``--config-path``, ``--config-name`` and Hydra's ``--cfg``;
+    everything else (``key=value`` overrides) is left to the caller (``parse_known_args``)."""
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        usage=f"{prog} [--config-path DIR] [--config-name NAME] [key=value ...]",
+        description=description,
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    parser.add_argument(
+        "--config-path",
+        "-cp",
+        metavar="DIR",
+        help="folder of the experiment config: relative to the working directory (then to the repository root), "
+        "absolute, or pkg://... (default: the repository's configs/smoke)",
+    )
+    parser.add_argument(
+        "--config-name",
+        "-cn",
+        metavar="NAME",
+        default=DEFAULT_CONFIG_NAME,
+        help=f"config file name in that folder, without .yaml (default: {DEFAULT_CONFIG_NAME})",
+    )
+    # Hydra's --cfg, declared here because its short form -c would otherwise read as an abbreviation of -cp/-cn
+    parser.add_argument("--cfg", "-c", choices=("job", "hydra", "all"), help="print Hydra's config and exit")
+    return parser
+
+
+def resolve_config_dir(config_path: str | None, cwd: Path | None = None, root: Path | None = None) -> str:
+    """The config folder Hydra should search, as an absolute path (or a ``pkg://`` one).
+
+    Raises:
+        FileNotFoundError: If the folder does not exist; the message says where it was looked for.
+    """
+    cwd = Path.cwd() if cwd is None else cwd
+    root = repo_root() if root is None else root
+    if config_path is None:
+        default = root / DEFAULT_CONFIG_DIR
+        if not default.is_dir():
+            raise FileNotFoundError(
+                f"the default config folder {default} does not exist (rg_verl is not installed from a checkout "
+                "of the repository); pass --config-path DIR --config-name NAME"
+            )
+        return str(default)
+    if config_path.startswith("pkg://"):
+        return config_path
+    path = Path(config_path).expanduser()
+    candidates = [path] if path.is_absolute() else [cwd / path, root / path]
+    for candidate in candidates:
+        if candidate.is_dir():
+            return str(candidate.resolve())
+    looked = " or ".join(str(c) for c in dict.fromkeys(candidates))
+    raise FileNotFoundError(f"config folder {config_path!r} not found (looked for {looked})")
+
+
+def compose(config_dir: str, config_name: str, overrides: Sequence[str], hydra_config: bool = False) -> Any:
+    """The config ``config_name`` of ``config_dir`` (a folder or ``pkg://``), composed with ``overrides``."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir, initialize_config_module
+
+    if config_dir.startswith("pkg://"):
+        context = initialize_config_module(config_dir.removeprefix("pkg://").replace("/", "."), version_base=None)
+    else:
+        context = initialize_config_dir(config_dir=config_dir, version_base=None)
+    with context:
+        return hydra_compose(config_name=config_name, overrides=list(overrides), return_hydra_config=hydra_config)
