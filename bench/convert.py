@@ -11,8 +11,12 @@
    ``ours``:  ``rg_verl.checkpoint.convert_checkpoint`` to bf16;
    ``verl``:  ``verl.model_merger``'s ``FSDPModelMerger.merge_and_save`` (what ``python -m
               verl.model_merger merge --backend fsdp`` runs; it always writes bf16);
+   ``torch.load``: the library route: ``torch.load(mmap=True, weights_only=True)`` of each shard file, the
+              full tensors joined from the DTensor placements, written with safetensors in
+              ``huggingface_hub``'s shards (:func:`arm_torch_load`);
    ``ours-fp32``: ours at ``--dtype auto`` (fp32, lossless), for reference.
-3. Checks ours and verl's outputs hold the same tensors, bit for bit, and prints the ratios.
+3. Checks ours and verl's outputs hold the same tensors, bit for bit (and the library route's and ours), and prints
+   the ratios.
 
 All reads come from the page cache (the checkpoint was just written or read), so the numbers compare
 the converters' own work, not a cold disk.
@@ -135,8 +139,45 @@ def arm_verl(src: Path, dst: Path) -> None:
     merger.cleanup()
 
 
+def arm_torch_load(src: Path, dst: Path) -> None:
+    """The library route: each rank's shard file through ``torch.load(mmap=True, weights_only=True)`` (verl's DTensor
+    shards with their placements; no code runs), each full tensor joined from its shards along its ``Shard`` dim
+    and cast to bf16, written with safetensors in ``huggingface_hub``'s shards, one shard file at a time; the
+    config, generation config and tokenizer copied from the checkpoint's ``huggingface/`` folder."""
+    import re
+
+    import torch
+    from huggingface_hub import split_torch_state_dict_into_shards
+    from safetensors.torch import save_file
+    from torch.distributed.tensor import DTensor, Shard
+
+    files = sorted(src.glob("model_world_size_*_rank_*.pt"), key=lambda f: int(re.findall(r"\d+", f.stem)[-1]))
+    ranks = [torch.load(f, mmap=True, weights_only=True, map_location="cpu") for f in files]
+    config = json.loads((src / "huggingface" / "config.json").read_text())
+    names = [k for k in ranks[0] if not (config.get("tie_word_embeddings") and k == "lm_head.weight")]
+
+    def full(name: str) -> torch.Tensor:
+        first = ranks[0][name]
+        if not isinstance(first, DTensor):
+            return first.to(torch.bfloat16)
+        [placement] = first.placements
+        if not isinstance(placement, Shard):  # replicated: every rank holds it whole
+            return first.to_local().to(torch.bfloat16)
+        return torch.cat([rank[name].to_local() for rank in ranks], dim=placement.dim).to(torch.bfloat16)
+
+    shapes = {name: torch.empty(ranks[0][name].shape, dtype=torch.bfloat16, device="meta") for name in names}
+    split = split_torch_state_dict_into_shards(shapes, max_shard_size="5GB")
+    shutil.copytree(src / "huggingface", dst)
+    for filename, tensors in split.filename_to_tensors.items():
+        save_file({name: full(name) for name in tensors}, dst / filename, metadata={"format": "pt"})
+    if split.is_sharded:
+        index = {"metadata": split.metadata, "weight_map": split.tensor_to_filename}
+        (dst / "model.safetensors.index.json").write_text(json.dumps(index, indent=2))
+
+
 ARMS = {
     "copy": (arm_copy, []),
+    "torch.load": (arm_torch_load, ["huggingface_hub", "safetensors.torch", "torch.distributed.tensor"]),
     "ours": (arm_ours, ["rg_verl.checkpoint", "transformers", "safetensors", "tqdm"]),
     "ours-fp32": (lambda s, d: arm_ours(s, d, "auto"), ["rg_verl.checkpoint", "transformers", "safetensors", "tqdm"]),
     "verl": (arm_verl, ["verl.model_merger.fsdp_model_merger", "transformers", "safetensors", "tqdm"]),
@@ -227,7 +268,7 @@ def model_size(actor: Path) -> tuple[int, int]:
         return sum(s.numel for s in unique), sum(s.numel * s.dtype.itemsize for s in unique)
 
 
-def report(results: dict[str, dict], model_bytes: int, identical: bool) -> None:
+def report(results: dict[str, dict], model_bytes: int, identical: bool, identical_library: bool) -> None:
     """The table of arms, then the ratios against the goals."""
     print(f"\n{'arm':<10} {'seconds':>8} {'process s':>10} {'peak RSS GB':>12} {'RSS/model':>10} {'written GB':>11}")
     for arm, r in results.items():
@@ -246,6 +287,13 @@ def report(results: dict[str, dict], model_bytes: int, identical: bool) -> None:
     print(
         f"ours-fp32 / copy time: {results['ours-fp32']['seconds'] / copy['seconds']:.2f}x   "
         f"bf16 outputs of ours and verl identical: {'yes' if identical else 'NO'}"
+    )
+    library = results["torch.load"]
+    print(
+        f"torch.load / ours time: {library['seconds'] / ours['seconds']:.2f}x   "
+        f"torch.load / ours peak RSS: {library['peak_rss'] / ours['peak_rss']:.2f}x "
+        f"({(library['peak_rss'] - library['rss_after_imports']) / 1e9:.2f} GB above its imports)   "
+        f"bf16 outputs of torch.load and ours identical: {'yes' if identical_library else 'NO'}"
     )
 
 
@@ -275,12 +323,15 @@ def main() -> None:
     print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     results: dict[str, dict] = {}
     for _ in range(args.repeats):
-        for arm in ("copy", "ours", "verl", "ours-fp32"):
+        for arm in ("copy", "ours", "verl", "torch.load", "ours-fp32"):
             r = run_arm(arm, actor, args.workdir / f"out-{arm}")
             if arm not in results or r["seconds"] < results[arm]["seconds"]:
                 results[arm] = r
     print(f"load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-    report(results, model_bytes, same_tensors(args.workdir / "out-ours", args.workdir / "out-verl"))
+    report(
+        results, model_bytes, same_tensors(args.workdir / "out-ours", args.workdir / "out-verl"),
+        same_tensors(args.workdir / "out-torch.load", args.workdir / "out-ours"),
+    )  # fmt: skip
     if not args.keep:
         for arm in results:
             shutil.rmtree(args.workdir / f"out-{arm}", ignore_errors=True)

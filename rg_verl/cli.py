@@ -22,7 +22,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-# subcommand -> (module with main(argv) -> int, one-line summary)
+# subcommand -> (module with main(argv, prog) -> int, one-line summary); prog names the command in usage and errors
 COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("rg_verl.grpo.launch", "train with GRPO through verl (as train_grpo.py)"),
     "evaluate": (
@@ -65,12 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     name, rest = argv[0], argv[1:]
     module = importlib.import_module(COMMANDS[name][0])
-    saved = sys.argv[0]
-    sys.argv[0] = f"rg-verl {name}"  # argparse names the program after it in usage and errors
-    try:
-        return module.main(rest) or 0
-    finally:
-        sys.argv[0] = saved
+    return module.main(rest, prog=f"rg-verl {name}") or 0
 
 
 if __name__ == "__main__":

@@ -22,9 +22,10 @@ from rg_verl.checkpoint import DEFAULT_MAX_SHARD_SIZE, DTYPES, CheckpointError, 
 DESCRIPTION = "Convert a verl FSDP checkpoint into a Hugging Face model folder (safetensors, config, tokenizer)."
 
 
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+def parse_args(argv: Sequence[str] | None = None, prog: str | None = None) -> argparse.Namespace:
     """The converter's arguments (``argv`` defaults to ``sys.argv[1:]``)."""
     parser = argparse.ArgumentParser(
+        prog=prog,
         description=DESCRIPTION,
         epilog=__doc__.partition("\n\n")[2],
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -68,9 +69,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     """Converts as the arguments say and prints a one-line summary. Returns the exit status (1 on a bad checkpoint)."""
-    args = parse_args(argv)
+    args = parse_args(argv, prog)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
     out, hf_dir = args.out_dir, args.hf_dir
     if args.name:

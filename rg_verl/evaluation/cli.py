@@ -22,8 +22,10 @@ OVERRIDES = (
 )  # fmt: skip
 
 
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="Evaluate a model on reasoning-gym datasets (see docs/evaluation.md).")
+def parse_args(argv: Sequence[str] | None = None, prog: str | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog=prog, description="Evaluate a model on reasoning-gym datasets (see docs/evaluation.md)."
+    )
     parser.add_argument("--config", required=True, help="evaluation YAML, e.g. evaluation/configs/smoke.yaml")
     parser.add_argument("--output-dir", help="replaces the config's output_dir")
     parser.add_argument("--category", help="evaluate only this category of the config")
@@ -44,9 +46,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     """Parses arguments, runs the evaluation and prints summary.md. Returns the exit status."""
-    args = parse_args(argv)
+    args = parse_args(argv, prog)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
     )

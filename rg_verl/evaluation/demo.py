@@ -221,8 +221,9 @@ def _json_object(text: str) -> dict:
     return value
 
 
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+def parse_args(argv: Sequence[str] | None = None, prog: str | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
+        prog=prog,
         description="Ask a model free questions or reasoning-gym evaluation items, one line at a time from stdin.",
         epilog=HELP + "\n\nexample: printf ':item chain_sum 0\\nwhat is 7*6?\\n' | rg-verl demo outputs/.../hf",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -254,9 +255,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     """Loads the model and runs :func:`run_demo` on stdin. Returns the exit status."""
-    args = parse_args(argv)
+    args = parse_args(argv, prog)
     path = Path(args.model_dir).expanduser()
     if not path.exists() and (path.is_absolute() or args.model_dir.startswith((".", "~")) or len(path.parts) > 2):
         print(f"cannot load a model from {args.model_dir!r}: no such folder", file=sys.stderr)

@@ -21,13 +21,13 @@ SUBCOMMANDS = {
 }
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str = "rg-verl oreo") -> int:
     """Runs ``rg-verl oreo <subcommand> [args]``; returns its exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in SUBCOMMANDS:
         listing = "\n".join(f"  {name:<8} {summary}" for name, (_, summary) in SUBCOMMANDS.items())
-        print(f"usage: rg-verl oreo <collect|train|rft|iterate> [args]\n\ncommands:\n{listing}", file=sys.stderr)
+        print(f"usage: {prog} <collect|train|rft|iterate> [args]\n\ncommands:\n{listing}", file=sys.stderr)
         return 0 if argv and argv[0] in ("-h", "--help") else 2
     module = importlib.import_module(SUBCOMMANDS[argv[0]][0])
     entry = module.main_iterate if argv[0] == "iterate" else module.main
-    return entry(argv[1:], prog=f"rg-verl oreo {argv[0]}") or 0
+    return entry(argv[1:], prog=f"{prog} {argv[0]}") or 0

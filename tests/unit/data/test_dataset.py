@@ -362,8 +362,6 @@ def held_out_items(ds) -> list[dict]:
     "sizes",
     [
         pytest.param({"train": 1000, "val": 100, "eval": 100}, id="1000-100-100"),
-        # jugs costs about 5 ms an item and a held-out item searches about 20 candidates: about 20 s in all
-        pytest.param({"train": 5000, "val": 200, "eval": 200}, id="5000-200-200", marks=pytest.mark.slow),
     ],
 )
 def test_the_small_space_mix_shares_no_question_between_splits(sizes):

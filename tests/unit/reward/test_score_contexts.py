@@ -14,7 +14,6 @@ import functools
 import multiprocessing
 import threading
 
-import pytest
 import reasoning_gym
 from reasoning_gym.factory import DATASETS, get_score_answer_fn
 
@@ -78,20 +77,3 @@ def test_a_daemonic_worker_scores_every_reference_answer_1():
 
 def _is_daemonic() -> bool:
     return multiprocessing.current_process().daemon
-
-
-@pytest.mark.slow
-def test_a_ray_actor_scores_every_reference_answer_1():
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
-    try:
-
-        @ray.remote
-        class Scorer:
-            def score(self, batch):
-                return accuracies(batch)
-
-        found = ray.get(Scorer.remote().score.remote(cases()), timeout=600)
-    finally:
-        ray.shutdown()
-    assert found == [1.0] * len(cases())
