@@ -163,7 +163,7 @@ def arm_torch_load(src: Path, dst: Path) -> None:
         [placement] = first.placements
         if not isinstance(placement, Shard):  # replicated: every rank holds it whole
             return first.to_local().to(torch.bfloat16)
-        return torch.cat([rank[name].to_local() for rank in ranks], dim=placement.dim).to(torch.bfloat16)
+        return torch.cat([rank[name].to_local().to(torch.bfloat16) for rank in ranks], dim=placement.dim)
 
     shapes = {name: torch.empty(ranks[0][name].shape, dtype=torch.bfloat16, device="meta") for name in names}
     split = split_torch_state_dict_into_shards(shapes, max_shard_size="5GB")
