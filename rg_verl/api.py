@@ -27,21 +27,12 @@ def compose(config_name: str = "cpu", config_path: str | None = None, overrides:
     ``config_path`` is found as the commands find it (the working directory, then the repository root; default
     ``configs/smoke``); a ``pkg://`` path names a package.
     """
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir, initialize_config_module
-
     # deliberately lazy, as every import of this module: `import rg_verl` loads no library
+    from rg_verl.common.compose import compose as compose_config
     from rg_verl.common.compose import resolve_config_dir
     from rg_verl.grpo.launch import JOB_NAME
 
-    folder = resolve_config_dir(config_path)
-    if folder.startswith("pkg://"):
-        context = initialize_config_module(config_module=folder.removeprefix("pkg://"), version_base=None,
-                                           job_name=JOB_NAME)  # fmt: skip
-    else:
-        context = initialize_config_dir(config_dir=folder, version_base=None, job_name=JOB_NAME)
-    with context:
-        return hydra_compose(config_name=config_name, overrides=list(overrides))
+    return compose_config(resolve_config_dir(config_path), config_name, overrides, job_name=JOB_NAME)
 
 
 def train(config_name: str = "cpu", config_path: str | None = None, overrides: Sequence[str] = ()) -> None:

@@ -81,14 +81,18 @@ def resolve_config_dir(config_path: str | None, cwd: Path | None = None, root: P
     raise FileNotFoundError(f"config folder {config_path!r} not found (looked for {looked})")
 
 
-def compose(config_dir: str, config_name: str, overrides: Sequence[str], hydra_config: bool = False) -> Any:
-    """The config ``config_name`` of ``config_dir`` (a folder or ``pkg://``), composed with ``overrides``."""
+def compose(
+    config_dir: str, config_name: str, overrides: Sequence[str], hydra_config: bool = False, job_name: str = "app"
+) -> Any:
+    """The config ``config_name`` of ``config_dir`` (a folder or ``pkg://``), composed with ``overrides``; Hydra's
+    job is named ``job_name`` (Hydra's default, ``app``, unless a command names its own)."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir, initialize_config_module
 
     if config_dir.startswith("pkg://"):
-        context = initialize_config_module(config_dir.removeprefix("pkg://").replace("/", "."), version_base=None)
+        module = config_dir.removeprefix("pkg://").replace("/", ".")
+        context = initialize_config_module(module, job_name=job_name, version_base=None)
     else:
-        context = initialize_config_dir(config_dir=config_dir, version_base=None)
+        context = initialize_config_dir(config_dir=config_dir, job_name=job_name, version_base=None)
     with context:
         return hydra_compose(config_name=config_name, overrides=list(overrides), return_hydra_config=hydra_config)

@@ -297,7 +297,7 @@ def test_the_mirror_check_sees_missing_and_stale_tests(tmp_path):
     ]
 
 
-# ---- the layers: pyproject.toml's import-linter contract, checked by lint-imports (make test runs it too)
+# ---- the layers: pyproject.toml's import-linter contract, which make test checks with lint-imports first
 
 LINT_IMPORTS = [str(Path(sys.executable).with_name("lint-imports")), "--no-cache"]
 
@@ -320,11 +320,6 @@ def _lint_imports(root: Path) -> subprocess.CompletedProcess:
     command = [*LINT_IMPORTS, "--config", str(root / "pyproject.toml")]
     env = {"PYTHONPATH": str(root), "PATH": ""}  # the package at root, not the installed one
     return subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=300)
-
-
-def test_no_room_imports_a_room_above_it():
-    proc = _lint_imports(REPO)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 
 def test_an_import_that_points_up_breaks_the_layers(tmp_path):
