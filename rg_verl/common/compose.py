@@ -1,5 +1,7 @@
 """A config composed the way every command composes one: the config folder, the parser of its command line, and
-Hydra's compose. GRPO's and OREO's launchers, the export, OREO's collection and the comparison all use it.
+Hydra's compose. GRPO's and OREO's launchers, the export, OREO's collection and the comparison all use it. The
+commands that read one YAML file (the evaluator, the comparison) take the same ``key=value`` overrides of it
+(:func:`yaml_config`).
 
 A relative ``--config-path`` is looked up in the working directory, then in the repository root; a ``pkg://``
 path is a package's config folder (``pkg://rg_verl.conf``).
@@ -12,7 +14,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEFAULT_CONFIG_DIR", "DEFAULT_CONFIG_NAME", "compose", "config_parser", "repo_root", "resolve_config_dir"]
+import yaml
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from rg_verl.common.schema import ConfigError
+
+__all__ = [
+    "DEFAULT_CONFIG_DIR", "DEFAULT_CONFIG_NAME", "compose", "config_parser", "repo_root", "resolve_config_dir",
+    "yaml_config",
+]  # fmt: skip
 
 # the train command's config when none is named: the CPU smoke run
 DEFAULT_CONFIG_DIR = Path("configs") / "smoke"
@@ -96,3 +107,29 @@ def compose(
         context = initialize_config_dir(config_dir=config_dir, job_name=job_name, version_base=None)
     with context:
         return hydra_compose(config_name=config_name, overrides=list(overrides), return_hydra_config=hydra_config)
+
+
+def yaml_config(path: Path, overrides: Sequence[str] = ()) -> Any:
+    """The YAML file at ``path`` with ``key=value`` ``overrides`` set in it, interpolations resolved, as plain dicts
+    and lists. A key is dotted and may index a list (``decoding.mode=greedy``, ``categories.0.datasets.0.size=3``); a
+    value is read as YAML, as Hydra and OmegaConf read one (``names=[x,y]``, ``lr=1e-3``, ``value_model=null``).
+
+    Raises:
+        ConfigError: naming the override that is not ``key=value`` or cannot be set, or the file that cannot be read.
+    """
+    try:
+        config = OmegaConf.load(path)
+    except (OmegaConfBaseException, ValueError, yaml.YAMLError) as error:
+        raise ConfigError(f"{path}: cannot read the config: {error}") from None
+    for override in overrides:
+        key, equals, value = override.partition("=")
+        if not equals or not key.strip():
+            raise ConfigError(f"{override!r}: an override is key=value, e.g. max_tokens=256 or decoding.mode=greedy")
+        try:
+            OmegaConf.update(config, key.strip(), OmegaConf.from_dotlist([f"value={value}"])["value"], merge=True)
+        except (OmegaConfBaseException, ValueError, yaml.YAMLError) as error:
+            raise ConfigError(f"{override!r}: cannot set it in {path}: {error}") from None
+    try:
+        return OmegaConf.to_container(config, resolve=True)
+    except (OmegaConfBaseException, ValueError) as error:  # a failed interpolation
+        raise ConfigError(f"{path}: cannot read the config: {error}") from None

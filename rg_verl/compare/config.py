@@ -14,9 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
-from omegaconf.errors import OmegaConfBaseException
-
+from rg_verl.common.compose import yaml_config
 from rg_verl.common.schema import ConfigError, option, parse_section, plain
 from rg_verl.evaluation.backends import BACKENDS
 
@@ -126,12 +124,7 @@ def load(path: str | os.PathLike, overrides: list[str] | None = None) -> Compare
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: no such comparison config; pass --config with a YAML of configs/compare/")
-    try:
-        data = OmegaConf.merge(OmegaConf.load(path), OmegaConf.from_dotlist(list(overrides or [])))
-        data = OmegaConf.to_container(data, resolve=True)
-    except (OmegaConfBaseException, ValueError) as error:
-        raise ConfigError(f"{path}: cannot read the config: {error}") from None
-    return parse_section(CompareConfig, plain(data), "")
+    return parse_section(CompareConfig, plain(yaml_config(path, overrides or [])), "")
 
 
 def _grpo_steps(config: CompareConfig, train: Any) -> int:

@@ -27,6 +27,11 @@ def parse_args(argv: Sequence[str] | None = None, prog: str | None = None) -> ar
         prog=prog, description="Evaluate a model on reasoning-gym datasets (see docs/evaluation.md)."
     )
     parser.add_argument("--config", required=True, help="evaluation YAML, e.g. evaluation/configs/smoke.yaml")
+    parser.add_argument(
+        "overrides", nargs="*", metavar="key=value",
+        help="overrides of the config's fields, as rg-verl compare and train take them (eval_repeats=4, "
+        "decoding.mode=greedy); the options below apply after them",
+    )  # fmt: skip
     parser.add_argument("--output-dir", help="replaces the config's output_dir")
     parser.add_argument("--category", help="evaluate only this category of the config")
     parser.add_argument(
@@ -43,7 +48,7 @@ def parse_args(argv: Sequence[str] | None = None, prog: str | None = None) -> ar
     parser.add_argument("--decoding", choices=list(DECODING_MODES), help="replaces the config's decoding.mode")
     parser.add_argument("--value-model", help="replaces the config's decoding.value_model (a converted OREO critic)")
     parser.add_argument("--verbose", action="store_true", help="debug logging")
-    return parser.parse_args(argv)
+    return parser.parse_intermixed_args(argv)
 
 
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
@@ -55,7 +60,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     try:
         decoding = {key: value for key, value in (("mode", args.decoding), ("value_model", args.value_model)) if value}
         overrides = {name: getattr(args, name) for name in OVERRIDES}
-        config = load_config(args.config, **overrides, decoding=decoding)
+        config = load_config(args.config, args.overrides, **overrides, decoding=decoding)
         run_dir = evaluate(config, resume=args.resume)
     except ConfigError as error:
         print(f"config error: {error}", file=sys.stderr)

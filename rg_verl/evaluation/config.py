@@ -27,17 +27,16 @@ import difflib
 import importlib.util
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
-from omegaconf import OmegaConf
-from omegaconf.errors import OmegaConfBaseException
 from reasoning_gym.factory import DATASETS
 from reasoning_gym.utils import SYSTEM_PROMPTS
 
+from rg_verl.common.compose import yaml_config
 from rg_verl.common.names import MAX_SEED, MAX_SPLIT_SIZE, MODES, system_prompt
 from rg_verl.common.schema import ConfigError, check_model_path, option, parse_section
 from rg_verl.data.config import ReasoningGymConfig, dataset_name_error
@@ -325,11 +324,12 @@ def config_name(path: Path) -> str:
     return path.stem if folder in ("configs", "") else f"{folder}-{path.stem}"
 
 
-def load_config(path: str | os.PathLike, **overrides: Any) -> EvalConfig:
+def load_config(path: str | os.PathLike, dotlist: Sequence[str] = (), **overrides: Any) -> EvalConfig:
     """Reads, resolves (OmegaConf interpolation) and validates the YAML file at ``path``.
 
     Args:
         path: the YAML file.
+        dotlist: ``key=value`` overrides of its fields (``eval_repeats=4``, ``decoding.mode=greedy``), merged first.
         **overrides: top-level fields to replace before validation (``None`` values are ignored),
             plus ``category``: keep only the categories with this label, and ``decoding``: a dict of
             ``decoding`` fields to replace.
@@ -341,10 +341,7 @@ def load_config(path: str | os.PathLike, **overrides: Any) -> EvalConfig:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: no such config file; pass --config with an existing YAML file")
-    try:
-        data = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
-    except (OmegaConfBaseException, ValueError) as error:  # YAML syntax, a failed interpolation
-        raise ConfigError(f"{path}: cannot read the config: {error}") from None
+    data = yaml_config(path, dotlist)
     category = overrides.pop("category", None)
     decoding = overrides.pop("decoding", None)  # fields of the decoding section (--decoding, --value-model)
     if isinstance(data, dict) and decoding:

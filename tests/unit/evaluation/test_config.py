@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 
 import pytest
 
@@ -88,6 +89,29 @@ def test_max_tokens_on_the_command_line_replaces_the_configs():
     path = REPO / "evaluation" / "configs" / "inter_generalisation" / "algorithmic.yaml"
     assert load_config(path, max_tokens=args.max_tokens).max_tokens == 8192
     assert load_config(path, max_tokens=None).max_tokens == 2048  # unset: the file's
+
+
+def test_key_value_overrides_replace_the_configs_fields_and_the_options_apply_after_them():
+    overrides = ["eval_repeats=4", "decoding.beam_width=3", "max_tokens=8", "categories.0.datasets.0.size=3"]
+    args = parse_args(["--config", "x.yaml", *overrides[:2], "--max-tokens", "64", *overrides[2:]])
+    assert args.overrides == overrides
+    path = REPO / "evaluation" / "configs" / "smoke.yaml"
+    config = load_config(path, args.overrides, max_tokens=args.max_tokens)
+    assert (config.eval_repeats, config.decoding.beam_width, config.max_tokens) == (4, 3, 64)
+    assert config.categories[0].datasets[0].size == 3
+    assert load_config(path, ["max_tokens=8"]).max_tokens == 8  # no option: the override's
+
+
+@pytest.mark.parametrize(
+    ("override", "named"),
+    [("oops", "'oops': an override is key=value"), ("=3", "'=3': an override is key=value"),
+     ("eval_repats=2", "eval_repats: unknown key (did you mean 'eval_repeats'?)"),
+     ("max_tokens=[1", "'max_tokens=[1': cannot set it in"),
+     ("categories.9.size=1", "'categories.9.size=1': cannot set it in")],
+)  # fmt: skip
+def test_a_bad_override_is_named(override, named):
+    with pytest.raises(ConfigError, match=re.escape(named)):
+        load_config(REPO / "evaluation" / "configs" / "smoke.yaml", [override])
 
 
 def test_every_field_is_documented_with_a_default():
