@@ -5,7 +5,8 @@ Every section of rg-verl's config (``rg_verl.config``) and of the evaluation YAM
 parser, :func:`parse_section`, turns a plain mapping into an instance: unknown keys, wrong types,
 values outside the limits and bad choices all become a :class:`ConfigError` that names the field, the
 bad value and the fix. Cross-field checks go in the dataclass's ``validate(where)`` method, which
-:func:`parse_section` calls last. The field tables of docs/ and ``rg_verl/conf/rg_verl_base.yaml`` are
+:func:`parse_section` calls last. A value check that no type covers (:func:`text`, :func:`above_zero`,
+:func:`run_name`, ...) is a field's ``parse``. The field tables of docs/ and ``rg_verl/conf/rg_verl_base.yaml`` are
 checked against these declarations by the tests (:func:`field_docs`).
 
 >>> from dataclasses import dataclass
@@ -254,6 +255,51 @@ def _blank_is_empty(f: dataclasses.Field, kind: Any) -> bool:
 
 
 # ---- checks that several sections share
+
+
+# ---- value checks that no type check covers (the evaluation config's); each takes ``where`` and the value ----
+
+
+def text(where: str, value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{where}: {value!r} is not a non-empty string; set one")
+    return value
+
+
+def maybe_text(where: str, value: Any) -> str | None:
+    return None if value is None else text(where, value)
+
+
+def above_zero(where: str, value: Any, high: float) -> float:
+    """A number in ``(0, high]`` (``option``'s limits are closed: 0 itself must fail here)."""
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or not 0 < value <= high:
+        raise ConfigError(f"{where}: {value!r} is not a number in (0, {high}]; set one")
+    return float(value)
+
+
+def run_name(where: str, value: Any) -> str | None:
+    name = maybe_text(where, value)
+    if name is not None and ("/" in name or name in (".", "..")):
+        raise ConfigError(f"{where}: {name!r} must be a plain folder name, without '/'")
+    return name
+
+
+def parse_entry(cls: type, data: Any, where: str, shape: str, skip: tuple[str, ...] = ()) -> Any:
+    """``parse_section`` for one entry of this file, which has required fields and may leave some blank.
+
+    A key in ``cls.NULL_MEANS_DEFAULT`` set to null (a blank YAML value) takes its default, as in
+    reasoning-gym's files; a required key that is absent goes to its parser as None, and the parser says
+    what it needs.
+    """
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where or 'config'}: expected {shape}, got {data!r}")
+    blank = getattr(cls, "NULL_MEANS_DEFAULT", ())
+    values = {key: value for key, value in data.items() if value is not None or key not in blank}
+    for f in dataclasses.fields(cls):
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            values.setdefault(f.name, None)
+    return parse_section(cls, values, where, skip=skip)
 
 
 def check_model_path(where: str, path: Any) -> None:

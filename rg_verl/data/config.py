@@ -220,6 +220,15 @@ def dataset_name_error(where: str, name: str) -> ConfigError:
     )
 
 
+def dataset_names(where: str, value: Any) -> list[str]:
+    if not isinstance(value, list):
+        raise ConfigError(f"{where}: {value!r} is not a list of dataset names")
+    for i, name in enumerate(value):
+        if name not in DATASETS:
+            raise dataset_name_error(f"{where}[{i}]", str(name))
+    return list(value)
+
+
 def check_generator_config(where: str, name: str, config: dict) -> None:
     """reasoning-gym's own check of a dataset's config: its config class, and its ``validate()``."""
     if name not in DATASETS:

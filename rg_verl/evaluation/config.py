@@ -38,12 +38,21 @@ from reasoning_gym.utils import SYSTEM_PROMPTS
 
 from rg_verl.common.compose import yaml_config
 from rg_verl.common.names import MAX_SEED, MAX_SPLIT_SIZE, MODES, system_prompt
-from rg_verl.common.schema import ConfigError, check_model_path, option, parse_section
-from rg_verl.data.config import ReasoningGymConfig, dataset_name_error
+from rg_verl.common.schema import (
+    ConfigError,
+    above_zero,
+    check_model_path,
+    maybe_text,
+    option,
+    parse_entry,
+    parse_section,
+    run_name,
+    text,
+)
+from rg_verl.data.config import ReasoningGymConfig, dataset_name_error, dataset_names
 from rg_verl.data.reference_questions import ReferenceTraining
 from rg_verl.evaluation.backends import BACKENDS
 from rg_verl.evaluation.decoding import DecodingConfig, check_value_model
-from rg_verl.evaluation.fields import above_zero, dataset_names, maybe_text, parse_entry, run_name, text
 from rg_verl.evaluation.metrics import default_k_values
 from rg_verl.retry.episode import RetryConfig
 

@@ -27,9 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rg_verl.common.schema import ConfigError, option
+from rg_verl.common.schema import ConfigError, maybe_text, option, parse_entry
 from rg_verl.common.tokenizer import tokenizer_fingerprint
-from rg_verl.evaluation.fields import maybe_text, parse_entry
 
 __all__ = ["DECODING_MODES", "DecodingConfig", "check_value_model", "parse_decoding"]
 

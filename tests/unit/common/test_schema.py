@@ -16,13 +16,17 @@ from rg_verl.common.schema import (
     DEFAULT_INT_RANGE,
     ConfigError,
     FieldDoc,
+    above_zero,
     check,
     check_keys,
     check_model_path,
     check_module_path,
     field_docs,
+    maybe_text,
     option,
     parse_section,
+    run_name,
+    text,
 )
 from tests.helpers import REPO
 
@@ -325,3 +329,23 @@ def test_check_module_path_accepts_modules_that_exist():
 def test_check_module_path_names_the_fix(path, message):
     with pytest.raises(ConfigError, match=message):
         check_module_path("f.path", path, "rg_verl", moved={"rg_verl.old": "rg_verl.common.names"})
+
+
+@given(st.one_of(st.floats(allow_nan=True), st.integers(), st.booleans(), st.text(), st.none()))
+def test_above_zero_takes_exactly_the_finite_numbers_in_the_interval(value):
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and 0 < value <= 1
+    if ok:
+        assert above_zero("top_p", value, 1.0) == float(value)
+    else:
+        with pytest.raises(ConfigError, match=r"top_p: .* is not a number in \(0, 1.0\]"):
+            above_zero("top_p", value, 1.0)
+
+
+def test_text_fields_and_names():
+    assert text("model_path", "m") == "m" and maybe_text("x", None) is None
+    with pytest.raises(ConfigError, match="model_path: '' is not a non-empty string"):
+        text("model_path", "")
+    assert run_name("run_name", "mine") == "mine"
+    for bad in ("a/b", "..", "."):
+        with pytest.raises(ConfigError, match="must be a plain folder name"):
+            run_name("run_name", bad)
