@@ -19,7 +19,7 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from rg_verl.grpo import launch
+from rg_verl.grpo import cli
 from rg_verl.grpo.launch import main_task
 
 
@@ -36,10 +36,10 @@ def refuse_reference_config(argv: list[str]) -> None:
     if any(arg in ("--help", "-h", "--hydra-help") for arg in argv):
         return
     try:
-        args = launch.hydra_argv(argv, "train_grpo.py")
+        args = cli.hydra_argv(argv, "train_grpo.py")
     except SystemExit:
         return
-    launch.refuse_reference_file(args)
+    cli.refuse_reference_file(args)
 
 
 if __name__ == "__main__":

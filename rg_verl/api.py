@@ -30,7 +30,7 @@ def compose(config_name: str = "cpu", config_path: str | None = None, overrides:
     # deliberately lazy, as every import of this module: `import rg_verl` loads no library
     from rg_verl.common.compose import compose as compose_config
     from rg_verl.common.compose import resolve_config_dir
-    from rg_verl.grpo.launch import JOB_NAME
+    from rg_verl.grpo.cli import JOB_NAME
 
     return compose_config(resolve_config_dir(config_path), config_name, overrides, job_name=JOB_NAME)
 

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 # subcommand -> (module with main(argv, prog) -> int, one-line summary); prog names the command in usage and errors
 COMMANDS: dict[str, tuple[str, str]] = {
-    "train": ("rg_verl.grpo.launch", "train with GRPO through verl (as train_grpo.py)"),
+    "train": ("rg_verl.grpo.cli", "train with GRPO through verl (as train_grpo.py)"),
     "evaluate": (
         "rg_verl.evaluation.cli",
         "evaluate a model on reasoning-gym datasets (as evaluation/evaluate_model.py)",

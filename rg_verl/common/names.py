@@ -133,7 +133,7 @@ MOVED_MODULES = {
     "rg_verl.expression_guard": "rg_verl.reward.sympy_guard",
     "rg_verl.bounded": "rg_verl.reward.time_limit",
     "rg_verl.launch": "rg_verl.grpo.launch",
-    "rg_verl.train_cli": "rg_verl.grpo.launch",
+    "rg_verl.train_cli": "rg_verl.grpo.cli",
     "rg_verl.trainer": "rg_verl.grpo.trainer",
     "rg_verl.categories": "rg_verl.grpo.metrics",
     "rg_verl.plots": "rg_verl.grpo.reward_curve",

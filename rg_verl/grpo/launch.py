@@ -18,29 +18,18 @@ config), ``actor_rollout_ref.rollout.name=hf`` loads ``rg_verl.hf_rollout``, the
 mode loads ``rg_verl.grpo.trainer``, and the ``rg_verl_retry`` agent loop loads ``rg_verl.retry.agent_loop``.
 A GPU run with vLLM loads neither of the first two.
 
-``rg-verl train`` (:func:`main`) resolves the config folder itself, because Hydra resolves a relative
-``--config-path`` against the file that declares ``@hydra.main``, never against the working directory:
-
-1. no ``--config-path``: the repository's ``configs/smoke`` (found next to the ``rg_verl`` package);
-2. an absolute path, or a ``pkg://`` one: as given;
-3. a relative path: against the working directory first, then against the repository root, the folder
-   ``train_grpo.py`` resolves it against.
-
-Everything else (``key=value`` overrides, ``--cfg job``, ``-m``, ``--hydra-help``, ...) goes to Hydra unchanged.
+The command line (``rg-verl train``, and ``train_grpo.py``'s refusal of a reference config) is
+:mod:`rg_verl.grpo.cli`.
 """
 
-import argparse
 import importlib
 import logging
 import os
 import sys
-from collections.abc import Sequence
-from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from rg_verl import guards
-from rg_verl.common.compose import DEFAULT_CONFIG_NAME, config_parser, resolve_config_dir
 from rg_verl.common.names import MOVED_MODULES, SPLIT_URI, SPLITS
 from rg_verl.common.schema import ConfigError
 from rg_verl.config import tiny_model_config, validate
@@ -257,84 +246,3 @@ def main_task(config: DictConfig) -> None:
         run(config)
     except ConfigError as error:
         sys.exit(f"Invalid config: {error}")
-
-
-# ---- the command line: train_grpo.py's Hydra task, run from the package (rg-verl train) ----
-
-
-# the job name train_grpo.py gets from its file name; Hydra names its log file after it
-JOB_NAME = "train_grpo"
-
-DESCRIPTION = "Train a model with GRPO on reasoning-gym tasks, through verl (the same run as train_grpo.py)."
-EPILOG = """\
-Any key=value override of the composed config works, as with train_grpo.py and verl's main_ppo:
-  rg-verl train                                         # the CPU smoke config (configs/smoke/cpu.yaml)
-  rg-verl train trainer.total_training_steps=10 reasoning_gym.train_size=256
-  rg-verl train --config-path configs/inter_generalisation --config-name algorithmic_qwen_3b \\
-      trainer.n_gpus_per_node=4 trainer.logger='[console]'
-  rg-verl train --config-path configs/inter_generalisation --config-name algorithmic_qwen_3b +dry_run=true
-
-+dry_run=true prints the resolved config and a few training and validation items, then exits.
-Hydra's own options pass through: --cfg job (print the config), -m (multirun), --hydra-help.
-A relative --config-path is looked up in the working directory, then in the repository root."""
-
-
-def build_parser(prog: str = "rg-verl train") -> argparse.ArgumentParser:
-    """The train command's parser: :func:`rg_verl.common.compose.config_parser` with its help."""
-    return config_parser(prog, DESCRIPTION, EPILOG)
-
-
-def hydra_argv(argv: Sequence[str], prog: str = "rg-verl train") -> list[str]:
-    """Hydra's command line for ``argv``: the config folder made absolute, everything else in order.
-
-    Exits (argparse's usage error) if the config folder cannot be found.
-    """
-    parser = build_parser(prog)
-    args, rest = parser.parse_known_args(list(argv))
-    try:
-        config_dir = resolve_config_dir(args.config_path)
-    except FileNotFoundError as error:
-        parser.error(str(error))
-    named = any(arg.split("=", 1)[0] == "hydra.job.name" for arg in rest)
-    cfg = ["--cfg", args.cfg] if args.cfg else []
-    return ["--config-path", config_dir, "--config-name", args.config_name, *cfg, *rest] + (
-        [] if named else [f"hydra.job.name={JOB_NAME}"]
-    )
-
-
-def refuse_reference_file(args: Sequence[str]) -> None:
-    """Exit naming ``rg-verl migrate-config`` when the config file of Hydra's ``args`` is in the reference's schema.
-
-    Checked on the file, before Hydra: a reference config lists defaults Hydra cannot find (verl's old
-    config folder), and Hydra's error would not say what the file is. An unreadable file is left to Hydra.
-    """
-    import yaml
-
-    name = args[3] if args[3].endswith(".yaml") else f"{args[3]}.yaml"
-    try:
-        refuse_reference_schema(yaml.safe_load((Path(args[1]) / name).read_text()))
-    except (OSError, yaml.YAMLError):
-        return
-    except ConfigError as error:
-        sys.exit(f"Invalid config: {error}")
-
-
-def main(argv: Sequence[str] | None = None, prog: str = "rg-verl train") -> int:
-    """Runs the training task as ``train_grpo.py`` does. Returns 0; errors exit as Hydra's do."""
-    import hydra
-    from omegaconf import DictConfig
-
-    args = hydra_argv(sys.argv[1:] if argv is None else argv, prog)
-    refuse_reference_file(args)
-
-    @hydra.main(config_path=None, config_name=DEFAULT_CONFIG_NAME, version_base=None)
-    def task(config: DictConfig) -> None:
-        main_task(config)
-
-    saved = sys.argv
-    sys.argv = [prog, *args]  # hydra.main reads its arguments from sys.argv
-    try:
-        task()
-    finally:
-        sys.argv = saved
-    return 0

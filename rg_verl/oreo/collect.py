@@ -49,7 +49,7 @@ from rg_verl.data.config import ReasoningGymConfig
 from rg_verl.data.export import reasoning_gym_section
 from rg_verl.data.files import check_sources
 from rg_verl.evaluation.backends import BACKENDS, create_backend
-from rg_verl.grpo.launch import build_parser as train_parser
+from rg_verl.grpo.cli import build_parser as train_parser
 from rg_verl.grpo.launch import ensure_model
 from rg_verl.oreo.sampler import FORMAT, Sampler, chunk_seed
 from rg_verl.oreo.trajectories import MANIFEST, open_collection

@@ -12,7 +12,7 @@ import pytest
 
 from rg_verl import cli
 from rg_verl.common.compose import resolve_config_dir
-from rg_verl.grpo.launch import hydra_argv
+from rg_verl.grpo.cli import hydra_argv
 from tests.helpers import REPO
 
 RG_VERL = Path(sys.executable).parent / "rg-verl"

@@ -345,7 +345,7 @@ LAZY_IMPORTS = {
     ("rg_verl/hf_rollout/__init__.py", "_load_replica", "rg_verl.hf_rollout.replica"),
     # the Python API: `import rg_verl` imports it, and must load no library (tests/unit/test_api.py)
     ("rg_verl/api.py", "compose", "rg_verl.common.compose"),
-    ("rg_verl/api.py", "compose", "rg_verl.grpo.launch"),
+    ("rg_verl/api.py", "compose", "rg_verl.grpo.cli"),
     ("rg_verl/api.py", "train", "rg_verl.grpo.launch"),
     ("rg_verl/api.py", "evaluate", "rg_verl.evaluation.config"),
     ("rg_verl/api.py", "evaluate", "rg_verl.evaluation.runner"),
