@@ -31,9 +31,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "convert": ("rg_verl.checkpoint.cli", "FSDP checkpoint -> Hugging Face model (as utils/load_fsdp_to_hf.py)"),
     "demo": ("rg_verl.evaluation.demo", "ask a model questions or reasoning-gym items, from a terminal or a pipe"),
-    "export": ("rg_verl.data.export", "write a split of a config to parquet in verl's RLHF layout (--hf: datasets)"),
+    "export": ("rg_verl.data.cli", "write a split of a config to parquet in verl's RLHF layout (--hf: datasets)"),
     "migrate-config": (
-        "rg_verl.migrate.command",
+        "rg_verl.migrate.cli",
         "a config of reasoning-gym's training scripts -> an rg-verl config, and what has no equivalent",
     ),
     "oreo": ("rg_verl.oreo.cli", "OREO: collect scored trajectories, train a policy and a value model; RFT"),

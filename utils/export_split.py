@@ -5,13 +5,13 @@
     python utils/export_split.py --config-path configs/inter_generalisation --config-name algorithmic_qwen_3b \\
         --split eval --out exports/algorithmic_eval --hf [--limit N] [--overwrite] [key=value ...]
 
-The command line is rg_verl.data.export (also run by ``rg-verl export``); its docstring and --help
+The command line is rg_verl.data.cli (also run by ``rg-verl export``); its docstring and --help
 describe the arguments and the output. This script only passes them on.
 """
 
 import sys
 
-from rg_verl.data.export import main
+from rg_verl.data.cli import main
 
 __all__ = ["main"]
 

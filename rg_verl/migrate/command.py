@@ -1,4 +1,5 @@
-"""``rg-verl migrate-config OLD.yaml -o NEW.yaml``: a config of reasoning-gym's own training scripts becomes ours.
+"""What ``rg-verl migrate-config`` (:mod:`rg_verl.migrate.cli`) does: a config of reasoning-gym's own training
+scripts becomes ours.
 
 reasoning-gym's ``training/`` folder (the reference project, commit 49b0713) reads a config with three
 sections of its own and verl's old ``ppo_trainer`` layout (the verl it pinned, commit c342069):
@@ -45,11 +46,9 @@ before Ray with the command that converts it.
 
 from __future__ import annotations
 
-import argparse
 import functools
 import importlib.util
 import os
-import sys
 import tempfile
 import textwrap
 from collections.abc import Mapping, Sequence
@@ -63,7 +62,7 @@ from rg_verl.migrate import reference, verl_layout
 from rg_verl.migrate.tree import MISSING, Migration, Unmapped, container, differences, flatten, merge, put
 
 __all__ = [
-    "COMMAND", "DEFAULTS", "default_config", "main", "migrate", "reference_schema_keys", "refuse_reference_schema",
+    "COMMAND", "DEFAULTS", "default_config", "migrate", "reference_schema_keys", "refuse_reference_schema",
     "render", "write_config",
 ]  # fmt: skip
 
@@ -220,50 +219,3 @@ def write_config(path: str | os.PathLike, text: str, overwrite: bool = False) ->
     if path.exists() and not overwrite:
         raise FileExistsError(f"{path} exists; pass --overwrite to replace it")
     write_atomic(path, text)
-
-
-# ---- the command line
-
-
-def build_parser(prog: str = COMMAND) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog=prog,
-        description="Convert a config of reasoning-gym's training scripts (its reasoning_gym, curriculum and reward "
-        "sections, verl's old ppo_trainer layout) into an rg-verl config, and list what has no equivalent.",
-        epilog="Then: rg-verl train --config-path <NEW's folder> --config-name <NEW's name> +dry_run=true",
-    )
-    parser.add_argument("old", metavar="OLD.yaml", help="the reference-schema config")
-    parser.add_argument("-o", "--out", metavar="NEW.yaml", required=True, help="where to write the rg-verl config")
-    parser.add_argument("--overwrite", action="store_true", help="replace NEW.yaml if it exists")
-    return parser
-
-
-def main(argv: Sequence[str] | None = None, prog: str = COMMAND) -> int:
-    """Runs ``rg-verl migrate-config``. Returns 0, or 1 after a one-line error; a usage error exits with 2."""
-    import yaml
-    from omegaconf import OmegaConf
-
-    args = build_parser(prog).parse_args(sys.argv[1:] if argv is None else argv)
-    out = Path(args.out)
-    try:
-        if out.exists() and not args.overwrite:
-            raise FileExistsError(f"{out} exists; pass --overwrite to replace it")
-        old = OmegaConf.to_container(OmegaConf.load(args.old), resolve=False)
-        if isinstance(old, Mapping) and "rg_verl_base" in (old.get("defaults") or []):
-            raise ConfigError(f"{args.old} is already an rg-verl config (its defaults list rg_verl_base)")
-        new, unmapped = migrate(old)
-        write_config(out, render(new, unmapped, source=os.path.basename(args.old)), overwrite=args.overwrite)
-    except (OSError, ValueError, yaml.YAMLError) as error:  # ConfigError is a ValueError
-        print(f"error: {args.old}: {error}", file=sys.stderr)
-        return 1
-    print(f"wrote {out}")
-    if unmapped:
-        print(f"{len(unmapped)} key{'s' if len(unmapped) != 1 else ''} not carried over, or not exactly:")
-        for key, why in unmapped:
-            print(f"  {key}: {why}")
-    print(f"check it: rg-verl train --config-path {out.parent} --config-name {out.stem} +dry_run=true")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

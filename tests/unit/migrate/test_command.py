@@ -22,7 +22,8 @@ from rg_verl.common import names
 from rg_verl.common.schema import ConfigError
 from rg_verl.config import validate
 from rg_verl.grpo import launch
-from rg_verl.migrate.command import COMMAND, main, migrate, reference_schema_keys, render, write_config
+from rg_verl.migrate.cli import main
+from rg_verl.migrate.command import COMMAND, migrate, reference_schema_keys, render, write_config
 from rg_verl.migrate.tree import flatten, get, put, same
 from tests.helpers import REPO
 from tests.unit.test_shipped_configs import CONFIGS_DIR, composed, verl_validate
