@@ -111,7 +111,7 @@ def compose(
 
 def yaml_config(path: Path, overrides: Sequence[str] = ()) -> Any:
     """The YAML file at ``path`` with ``key=value`` ``overrides`` set in it, interpolations resolved, as plain dicts
-    and lists. A key is dotted and may index a list (``decoding.mode=greedy``, ``categories.0.datasets.0.size=3``); a
+    and lists. A key is dotted and may index a list (``decoding.beam_width=3``, ``categories.0.datasets.0.size=3``); a
     value is read as YAML, as Hydra and OmegaConf read one (``names=[x,y]``, ``lr=1e-3``, ``value_model=null``).
 
     Raises:
@@ -124,8 +124,8 @@ def yaml_config(path: Path, overrides: Sequence[str] = ()) -> Any:
     for override in overrides:
         key, equals, value = override.partition("=")
         if not equals or not key.strip():
-            raise ConfigError(f"{override!r}: an override is key=value, e.g. max_tokens=256 or decoding.mode=greedy")
-        try:
+            raise ConfigError(f"{override!r}: an override is key=value, e.g. max_tokens=256 or decoding.beam_width=3")
+        try:  # the value as OmegaConf's dotlist reads one (1e-3 a float, [a,b] a list), set at a path update can index
             OmegaConf.update(config, key.strip(), OmegaConf.from_dotlist([f"value={value}"])["value"], merge=True)
         except (OmegaConfBaseException, ValueError, yaml.YAMLError) as error:
             raise ConfigError(f"{override!r}: cannot set it in {path}: {error}") from None

@@ -254,9 +254,6 @@ def _blank_is_empty(f: dataclasses.Field, kind: Any) -> bool:
     return isinstance(empty, dict | list) and not empty
 
 
-# ---- checks that several sections share
-
-
 # ---- value checks that no type check covers (the evaluation config's); each takes ``where`` and the value ----
 
 
@@ -286,7 +283,7 @@ def run_name(where: str, value: Any) -> str | None:
 
 
 def parse_entry(cls: type, data: Any, where: str, shape: str, skip: tuple[str, ...] = ()) -> Any:
-    """``parse_section`` for one entry of this file, which has required fields and may leave some blank.
+    """``parse_section`` for one entry of a YAML file whose entries have required fields and may leave some blank.
 
     A key in ``cls.NULL_MEANS_DEFAULT`` set to null (a blank YAML value) takes its default, as in
     reasoning-gym's files; a required key that is absent goes to its parser as None, and the parser says
@@ -300,6 +297,9 @@ def parse_entry(cls: type, data: Any, where: str, shape: str, skip: tuple[str, .
         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             values.setdefault(f.name, None)
     return parse_section(cls, values, where, skip=skip)
+
+
+# ---- checks that several sections share
 
 
 def check_model_path(where: str, path: Any) -> None:

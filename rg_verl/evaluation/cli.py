@@ -30,7 +30,7 @@ def parse_args(argv: Sequence[str] | None = None, prog: str | None = None) -> ar
     parser.add_argument(
         "overrides", nargs="*", metavar="key=value",
         help="overrides of the config's fields, as rg-verl compare and train take them (eval_repeats=4, "
-        "decoding.mode=greedy); the options below apply after them",
+        "decoding.beam_width=3); the options below apply after them",
     )  # fmt: skip
     parser.add_argument("--output-dir", help="replaces the config's output_dir")
     parser.add_argument("--category", help="evaluate only this category of the config")

@@ -338,7 +338,7 @@ def load_config(path: str | os.PathLike, dotlist: Sequence[str] = (), **override
 
     Args:
         path: the YAML file.
-        dotlist: ``key=value`` overrides of its fields (``eval_repeats=4``, ``decoding.mode=greedy``), merged first.
+        dotlist: ``key=value`` overrides of its fields (``eval_repeats=4``, ``decoding.beam_width=3``), merged first.
         **overrides: top-level fields to replace before validation (``None`` values are ignored),
             plus ``category``: keep only the categories with this label, and ``decoding``: a dict of
             ``decoding`` fields to replace.

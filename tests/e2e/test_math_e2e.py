@@ -131,7 +131,8 @@ def test_the_configs_reward_is_lenient_correctness_plus_format_and_length(lora_r
     tests/e2e/test_shipped_config_runs.py trains a shipped config without LoRA), term by term."""
     _, metrics = lora_run
     for step in metrics.values():
-        train = {key.removeprefix("train/math/gsm8k/"): v for key, v in step.items() if key.startswith("train/math/")}
+        prefix = "train/math/gsm8k/"
+        train = {key.removeprefix(prefix): v for key, v in step.items() if key.startswith(prefix)}
         # lenient correctness by math-verify + 0.2 format + 0.05 length
         expected = train["correct_lenient"] + 0.2 * train["term/format"] + 0.05 * train["term/length"]
         assert train["score"] == pytest.approx(expected) and train["term/length"] < 0

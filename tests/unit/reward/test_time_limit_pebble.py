@@ -1,5 +1,5 @@
 """Why the reward's time limit keeps its own worker pool instead of pebble's ``ProcessPool`` (docs/reward.md, "The
-time limit"): which of its guarantees pebble keeps, and the one it cannot.
+time limit's own pool, not pebble's"): which of its guarantees pebble keeps, and the one it cannot.
 
 pebble's ``schedule(fn, timeout=)`` kills only the worker that overran, and its initializer can preload modules, set
 the parent-death signal and the memory limit. It cannot start its workers in a daemonic process (a
