@@ -246,3 +246,13 @@ def test_the_shipped_searches_passed_over_the_shipped_reference_questions():
         "rg_verl/data/shipped_searches was written for another reference list: "
         "run PYTHONHASHSEED=0 python utils/ship_searches.py"
     )
+
+
+def test_the_withheld_digest_follows_the_reference_list_it_reads_now():
+    # a digest kept from a test that swapped the list (tests/unit/data/test_dataset.py empties it) failed the check
+    # above in a whole-suite run, depending on which tests its worker had run before
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cache_module.reference_questions, "shipped_hashes", frozenset)
+        empty = cache_module.withheld_digest()
+    assert cache_module.withheld_digest() != empty
+    assert cache_module.withheld_digest() == (cache_module.SHIPPED / "WITHHELD").read_text().strip()
