@@ -20,9 +20,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-# subcommand -> (module with main(argv, prog) -> int, one-line summary); prog names the command in usage and errors
+# subcommand -> (its function, one-line summary). The function is "module:name", or a module's main; it is called as
+# function(argv, prog) -> int, prog naming the command in usage and errors
 COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("rg_verl.grpo.cli", "train with GRPO through verl (as train_grpo.py)"),
     "evaluate": (
@@ -30,7 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "evaluate a model on reasoning-gym datasets (as evaluation/evaluate_model.py)",
     ),
     "convert": ("rg_verl.checkpoint.cli", "FSDP checkpoint -> Hugging Face model (as utils/load_fsdp_to_hf.py)"),
-    "demo": ("rg_verl.evaluation.demo", "ask a model questions or reasoning-gym items, from a terminal or a pipe"),
+    "demo": ("rg_verl.evaluation.cli:demo", "ask a model questions or reasoning-gym items, from a terminal or a pipe"),
     "export": ("rg_verl.data.cli", "write a split of a config to parquet in verl's RLHF layout (--hf: datasets)"),
     "migrate-config": (
         "rg_verl.migrate.cli",
@@ -64,8 +65,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         _parser().parse_args(argv[:1])  # help, or a usage error that names the commands; exits
         return 2
     name, rest = argv[0], argv[1:]
-    module = importlib.import_module(COMMANDS[name][0])
-    return module.main(rest, prog=f"rg-verl {name}") or 0
+    return command(name)(rest, prog=f"rg-verl {name}") or 0
+
+
+def command(name: str) -> Callable[..., int]:
+    """The function of subcommand ``name`` (its module is imported here)."""
+    module, _, function = COMMANDS[name][0].partition(":")
+    return getattr(importlib.import_module(module), function or "main")
 
 
 if __name__ == "__main__":

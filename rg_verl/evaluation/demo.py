@@ -20,15 +20,10 @@ check counts too. Model output is only printed (control characters escaped), nev
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from pathlib import Path
+from collections.abc import Callable, Iterable, Iterator
 from typing import TextIO
 
-from rg_verl.common.chat_template import AUTO, resolve_response_prefix
-from rg_verl.common.names import MAX_SEED, THINK_CLOSE, THINK_OPEN, Messages, chat_messages, system_prompt
+from rg_verl.common.names import THINK_CLOSE, THINK_OPEN, Messages, chat_messages, system_prompt
 from rg_verl.evaluation.backends.base import Sampling
 from rg_verl.evaluation.backends.hf import HFBackend
 from rg_verl.evaluation.items import eval_split
@@ -208,80 +203,3 @@ def hf_generate(
     backend = HFBackend(config)
     sampling = Sampling(max_tokens=max_tokens, temperature=temperature, top_p=1.0)
     return lambda messages: backend.generate([messages], 1, sampling)[0][0].text
-
-
-def _json_object(text: str) -> dict:
-    """A JSON object from the command line (argparse reports the error)."""
-    try:
-        value = json.loads(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(f"not JSON: {error}") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError("must be a JSON object, e.g. '{\"enable_thinking\": false}'")
-    return value
-
-
-def parse_args(argv: Sequence[str] | None = None, prog: str | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog=prog,
-        description="Ask a model free questions or reasoning-gym evaluation items, one line at a time from stdin.",
-        epilog=HELP + "\n\nexample: printf ':item chain_sum 0\\nwhat is 7*6?\\n' | rg-verl demo outputs/.../hf",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("model_dir", help="a Hugging Face model folder (e.g. one rg-verl convert wrote) or hub id")
-    parser.add_argument("--max-tokens", type=int, default=512, help="response budget in tokens (default 512)")
-    parser.add_argument("--temperature", type=float, default=0.0, help="sampling temperature; 0 (default) is greedy")
-    parser.add_argument(
-        "--system-prompt",
-        default="default",
-        help="a key of reasoning-gym's SYSTEM_PROMPTS or literal text; '' for none (default: default)",
-    )
-    parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:1, ... (default: cuda if available)")
-    parser.add_argument(
-        "--chat-template-kwargs", type=_json_object, default={}, metavar="JSON",
-        help="chat-template arguments, as training's data.apply_chat_template_kwargs, e.g. "
-             """'{"enable_thinking": false}'""",
-    )  # fmt: skip
-    parser.add_argument(
-        "--seed", type=int, default=DEFAULT_SEED, help=f"sampling and item seed (default {DEFAULT_SEED})"
-    )
-    args = parser.parse_args(argv)
-    if args.max_tokens < 1:
-        parser.error("--max-tokens must be at least 1")
-    if args.temperature < 0:
-        parser.error("--temperature must be 0 or more")
-    if not 0 <= args.seed <= MAX_SEED:
-        parser.error(f"--seed must be in [0, {MAX_SEED}]")  # the range of rg_verl.data.dataset's base seeds
-    return args
-
-
-def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
-    """Loads the model and runs :func:`run_demo` on stdin. Returns the exit status."""
-    args = parse_args(argv, prog)
-    path = Path(args.model_dir).expanduser()
-    if not path.exists() and (path.is_absolute() or args.model_dir.startswith((".", "~")) or len(path.parts) > 2):
-        print(f"cannot load a model from {args.model_dir!r}: no such folder", file=sys.stderr)
-        return 1  # not a hub id (namespace/name) either
-    import torch
-
-    torch.manual_seed(args.seed)
-    model = str(path) if path.exists() else args.model_dir
-    try:
-        generate = hf_generate(model, args.max_tokens, args.temperature, args.device, args.chat_template_kwargs)
-    except (OSError, ValueError, RuntimeError) as error:  # no such model, not a causal LM, a bad device
-        print(f"cannot load a model from {args.model_dir!r}: {error}", file=sys.stderr)
-        return 1
-    prefix = resolve_response_prefix(AUTO, model, args.chat_template_kwargs)
-    interactive = sys.stdin.isatty()
-    if interactive:
-        print(f"{args.model_dir}: type a question, or :help", file=sys.stderr)
-    try:
-        return run_demo(read_lines(sys.stdin, sys.stderr if interactive else None), sys.stdout, generate,
-                        system_prompt=args.system_prompt, seed=args.seed, response_prefix=prefix)  # fmt: skip
-    except KeyboardInterrupt:
-        print(file=sys.stderr)
-        return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

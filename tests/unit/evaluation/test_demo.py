@@ -1,4 +1,5 @@
-"""Tests of rg_verl.evaluation.demo (``rg-verl demo``): the question loop, scored dataset items, the command line."""
+"""Tests of ``rg-verl demo``: the question loop (rg_verl.evaluation.demo), scored dataset items, the command line
+(rg_verl.evaluation.cli.demo)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from reasoning_gym.utils import SYSTEM_PROMPTS
 
 from rg_verl.common.names import MAX_SEED
 from rg_verl.data.dataset import ReasoningGymDataset
-from rg_verl.evaluation.demo import parse_args, run_demo, split_response
+from rg_verl.evaluation.cli import parse_demo_args
+from rg_verl.evaluation.demo import run_demo, split_response
 from tests.helpers import REPO
 
 
@@ -127,10 +129,10 @@ def test_demo_with_a_missing_model_fails_cleanly(tmp_path):
 
 
 def test_bad_arguments_are_usage_errors(capsys):
-    assert parse_args(["model", "--seed", str(MAX_SEED)]).seed == MAX_SEED  # the largest base seed
+    assert parse_demo_args(["model", "--seed", str(MAX_SEED)]).seed == MAX_SEED  # the largest base seed
     for bad in (["--seed", str(MAX_SEED + 1)], ["--seed", "-1"], ["--max-tokens", "0"], ["--temperature", "-0.5"]):
         with pytest.raises(SystemExit) as info:
-            parse_args(["model", *bad])
+            parse_demo_args(["model", *bad])
         assert info.value.code == 2
     assert "--seed must be in [0, 999999999]" in capsys.readouterr().err
 
@@ -139,19 +141,19 @@ def test_the_demo_passes_template_arguments_and_reads_the_answer_after_the_templ
     from transformers import AutoTokenizer
 
     from rg_verl.cpu.tiny_model import build_tiny_model
-    from rg_verl.evaluation import demo
+    from rg_verl.evaluation import cli
     from rg_verl.evaluation.backends.hf import HFBackend
 
     path = build_tiny_model(tmp_path / "model", hidden_size=32, num_layers=1, thinking_template=True)
     prompts, seen = [], {}
-    real_prompt_ids, real_run_demo = HFBackend.prompt_ids, demo.run_demo
+    real_prompt_ids, real_run_demo = HFBackend.prompt_ids, cli.run_demo
     monkeypatch.setattr(
         HFBackend, "prompt_ids", lambda self, m: prompts.append(real_prompt_ids(self, m)) or prompts[-1]
     )
-    monkeypatch.setattr(demo, "run_demo", lambda *args, **kw: seen.update(kw) or real_run_demo(*args, **kw))
+    monkeypatch.setattr(cli, "run_demo", lambda *args, **kw: seen.update(kw) or real_run_demo(*args, **kw))
     monkeypatch.setattr(sys, "stdin", io.StringIO("what is 2+2?\n"))
     argv = [str(path), "--max-tokens", "2", "--device", "cpu", "--chat-template-kwargs", '{"enable_thinking": false}']
-    assert demo.main(argv) == 0
+    assert cli.demo(argv) == 0
     empty_block = "<think>\n\n</think>\n\n"
     assert AutoTokenizer.from_pretrained(path).decode(prompts[0]).endswith("assistant\n" + empty_block)
     assert seen["response_prefix"] == empty_block
