@@ -112,39 +112,3 @@ def test_last_boxed_finishes_on_long_hostile_text(text):
 )
 def test_gsm8k_reference(text, expected):
     assert gsm8k_reference(text) == expected
-
-
-# --- beside lm-eval's box finder (docs/math.md, "Two box finders, on purpose") -----------------------------------
-
-BRACED_PIECES = ["\\boxed{", "{", "}", "\\{", "\\}", "1", "x", "\\frac", " ", "$", "=", "\n"]
-
-
-def lm_eval_boxed(text: str) -> str | None:
-    """lm-eval's answer: ``remove_boxed(last_boxed_only_string(text))``, None where it finds none or raises."""
-    from lm_eval.tasks.hendrycks_math.utils import last_boxed_only_string, remove_boxed
-
-    boxed = last_boxed_only_string(text)
-    try:
-        return remove_boxed(boxed) if boxed is not None else None
-    except AssertionError:
-        return None
-
-
-@given(st.lists(st.sampled_from(BRACED_PIECES), max_size=30).map("".join))
-def test_braced_boxes_are_read_as_lm_eval_reads_them(text):
-    assert last_boxed(text) == lm_eval_boxed(text)
-
-
-@pytest.mark.parametrize(
-    "text, ours, lm_eval",
-    [
-        ("\\boxed{\\{1,2\\}}", "\\{1,2\\}", "\\{1,2\\}"),
-        ("\\boxed 5", "5", "5"),
-        ("\\boxed{12", None, None),
-        ("\\boxed5", "5", None),
-        ("x \\boxed{3} \\boxedfoo", "3", None),
-        ("\\fbox{7}", "7", None),  # lm-eval's remove_boxed raises on it
-    ],
-)
-def test_where_the_two_box_finders_differ(text, ours, lm_eval):
-    assert (last_boxed(text), lm_eval_boxed(text)) == (ours, lm_eval)

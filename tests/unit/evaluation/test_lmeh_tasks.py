@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from rg_verl.common.final_answer import last_boxed
 from rg_verl.evaluation import lmeh
 from tests.helpers import REPO, within
 
@@ -367,3 +368,34 @@ def test_is_equiv_gives_up_on_a_hostile_answer():
     """A power tower does not stall the run: the check is cut off and scores False."""
     assert within(120, lmeh.is_equiv, "9^{9^{9^{9}}}", "1", timeout=1.0) is False
     assert within(120, lmeh.is_equiv, "2", "2.0")  # the pool recovers
+
+
+# --- the rule's box finder beside training's (docs/math.md, "Two box finders, on purpose") ---------------------
+
+BRACED_PIECES = ["\\boxed{", "{", "}", "\\{", "\\}", "1", "x", "\\frac", " ", "$", "=", "\n"]
+
+
+def rule_boxed(text: str) -> str | None:
+    """The rule's answer (lm-eval's box finder, then lmeh.remove_boxed); None where it finds no box."""
+    boxed = lmeh.last_boxed_only(text)
+    return None if boxed is None else lmeh.remove_boxed(boxed)
+
+
+@given(st.lists(st.sampled_from(BRACED_PIECES), max_size=30).map("".join))
+def test_braced_boxes_are_read_as_trainings_last_boxed_reads_them(text):
+    assert rule_boxed(text) == last_boxed(text)
+
+
+@pytest.mark.parametrize(
+    "text, training, rule",
+    [
+        ("\\boxed{\\{1,2\\}}", "\\{1,2\\}", "\\{1,2\\}"),
+        ("\\boxed 5", "5", "5"),
+        ("\\boxed{12", None, None),
+        ("\\boxed5", "5", None),
+        ("x \\boxed{3} \\boxedfoo", "3", None),
+        ("\\fbox{7}", "7", ""),  # lm-eval's remove_boxed raises on it; the rule scores it as an empty answer
+    ],
+)
+def test_where_the_two_box_finders_differ(text, training, rule):
+    assert (last_boxed(text), rule_boxed(text)) == (training, rule)
