@@ -1,7 +1,9 @@
-"""What several test modules share: the repository root, running train_grpo.py, verl's metrics, deadlines."""
+"""What several test modules share: the repository root, running train_grpo.py, verl's metrics, deadlines, an
+unhurried reward."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -12,10 +14,11 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from rg_verl.grpo.reward_curve import read_metrics
 
-__all__ = ["CONFIGS_DIR", "REPO", "read_metrics", "run_train_grpo", "train_on_cpu", "within"]
+__all__ = ["CONFIGS_DIR", "REPO", "read_metrics", "run_train_grpo", "train_on_cpu", "unhurried_scoring", "within"]
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS_DIR = REPO / "configs"
@@ -115,6 +118,19 @@ def train_on_cpu(
         env={**(env or {}), "VERL_FILE_LOGGER_PATH": str(metrics)},
     )
     return read_metrics(metrics)
+
+
+@contextlib.contextmanager
+def unhurried_scoring(limit_s: float = 120.0) -> Iterator[None]:
+    """The reward's per-answer time limit raised to ``limit_s`` while the block runs, in this process.
+
+    A reference answer scores in about 10 ms, but on a loaded machine a bounded worker can wait for the CPU past the
+    reward's 0.9 s limit (a Ray actor runs at nice 15, and its workers inherit that), and the answer then scores 0.
+    Tests that check what an answer scores use this; the tests of the limit itself do not."""
+    from rg_verl.reward import score
+
+    with mock.patch.object(score, "SCORE_TIMEOUT_S", limit_s):
+        yield
 
 
 def within(limit_s: float, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

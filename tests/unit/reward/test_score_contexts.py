@@ -17,8 +17,9 @@ import threading
 import reasoning_gym
 from reasoning_gym.factory import DATASETS, get_score_answer_fn
 
-from rg_verl.reward import compute_score
+from rg_verl.reward import compute_score, time_limit
 from rg_verl.reward.sympy_guard import SYMPY_PARSED
+from tests.helpers import unhurried_scoring
 from tests.unit.reward.test_oracle import CONSTRUCTED, SKIPPED, items
 
 Case = tuple[str, str, dict]  # data source, answer, extra_info
@@ -42,11 +43,18 @@ def cases() -> list[Case]:
 
 
 def accuracies(batch: list[Case]) -> list[float]:
-    """The reward's accuracy of each case's answer in a well-formatted response (module level: picklable)."""
-    return [
-        compute_score(source, f"<think>x</think><answer>{answer}</answer>", answer, info)["accuracy"]
-        for source, answer, info in batch
-    ]
+    """The reward's accuracy of each case's answer in a well-formatted response (module level: picklable), with no
+    wall-clock limit a loaded machine could hit (a Ray actor's workers run at nice 15): neither the reward's limit
+    per answer nor the bounded workers' limit on starting up."""
+    time_limit.configure(startup_timeout=600.0)
+    try:
+        with unhurried_scoring():
+            return [
+                compute_score(source, f"<think>x</think><answer>{answer}</answer>", answer, info)["accuracy"]
+                for source, answer, info in batch
+            ]
+    finally:
+        time_limit.configure()
 
 
 def test_the_cases_cover_every_dataset_and_reasoning_gym_scores_them_1():
