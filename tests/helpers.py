@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 CONFIGS_DIR = REPO / "configs"
 
 # a train_grpo.py run on the CPU that takes longer than this has hung
-TRAIN_TIMEOUT_S = 900
+TRAIN_TIMEOUT_S = 1800
 
 
 def plugin_env(*modules: str) -> dict[str, str]:

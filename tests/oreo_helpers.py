@@ -20,7 +20,7 @@ __all__ = [
     "write_synthetic_trajectories",
 ]  # fmt: skip
 
-TRAIN_TIMEOUT_S = 900
+TRAIN_TIMEOUT_S = 1800
 
 
 def write_synthetic_trajectories(

@@ -20,7 +20,8 @@ def test_a_ray_actor_scores_every_reference_answer_1():
             def score(self, batch):
                 return accuracies(batch)
 
-        found = ray.get(Scorer.remote().score.remote(cases()), timeout=600)
+        # only a hang: beside three busy processes at nice 0, this nice-15 actor's test took 350 s
+        found = ray.get(Scorer.remote().score.remote(cases()), timeout=1800)
     finally:
         ray.shutdown()
     assert found == [1.0] * len(cases())

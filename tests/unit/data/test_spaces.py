@@ -7,8 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rg_verl.common.schema import ConfigError
+from rg_verl.data import spaces
 from rg_verl.data.config import ReasoningGymConfig
-from rg_verl.data.spaces import estimate_space, space_size, space_warnings, widening_params
+from rg_verl.data.spaces import MIN_SAMPLES, estimate_space, space_size, space_warnings, widening_params
 
 SPLITS = ("train", "val", "eval")
 SMALL_SPACE_MIX = ["jugs", "string_splitting", "string_synthesis", "prime_factorization", "lcm", "caesar_cipher"]
@@ -38,15 +39,35 @@ def settings_of(names, **sizes) -> ReasoningGymConfig:
     return ReasoningGymConfig.from_section({"datasets": datasets, **sizes})
 
 
+# Sampling stops at a wall-clock budget (1 s), which a fast generator's 2,000 samples fit in when the machine is not
+# loaded. The tests of what a small space's estimate says give it all the time it needs (the large spaces keep the
+# budget: 2,000 of their samples take a while, and they warn of nothing either way); the budget has a test of its own.
+UNHURRIED_S = 600.0
+FAST_SMALL_SPACES = ("string_splitting", "string_synthesis")
+
+
+@pytest.fixture
+def unhurried(monkeypatch):
+    def estimate(name, *args, **kwargs):
+        return estimate_space(name, *args, **kwargs, **({"budget_s": UNHURRIED_S} if name in FAST_SMALL_SPACES else {}))
+
+    monkeypatch.setattr(spaces, "estimate_space", estimate)
+
+
 def test_a_sample_of_a_small_space_estimates_its_size():
-    estimate = estimate_space("string_splitting", {}, seed=7)
-    assert estimate.samples == 2000  # a fast generator fills the sample within the budget
+    estimate = estimate_space("string_splitting", {}, seed=7, budget_s=UNHURRIED_S)
+    assert estimate.samples == 2000
     assert 200 <= estimate.total <= 235  # it has 216 questions at its defaults
     assert sum(estimate.by_split.values()) == estimate.distinct
     assert 150 < estimate.reachable("train") < estimate.total and estimate.reachable("val") < 30
 
 
-def test_the_small_space_mix_warns_where_a_split_cannot_be_filled():
+def test_the_budget_stops_the_sample_but_never_below_its_minimum():
+    assert estimate_space("string_splitting", {}, seed=7, budget_s=0.0).samples == MIN_SAMPLES
+    assert estimate_space("string_splitting", {}, seed=7, max_samples=5, budget_s=0.0).samples == 5
+
+
+def test_the_small_space_mix_warns_where_a_split_cannot_be_filled(unhurried):
     warnings = space_warnings(settings_of(SMALL_SPACE_MIX, train_size=5000, val_size=200, eval_size=200), SPLITS)
     warned = {(w.split(":")[0].rsplit(".", 1)[1], w.split(" the ")[1].split(" split")[0]) for w in warnings}
     # string_splitting and string_synthesis hold about 216 questions: about 11 per held-out share, 195 for training
