@@ -24,6 +24,8 @@ from rg_verl.data.holdout import SALT, question_hash, split_of
 from rg_verl.reward import compute_score
 from tests.helpers import CONFIGS_DIR
 
+pytestmark = pytest.mark.usefixtures("no_scoring_deadline")
+
 SMOKE = str(CONFIGS_DIR / "smoke")
 
 

@@ -34,6 +34,8 @@ from tests.math_fixtures import (
     write_parquet,
 )
 
+pytestmark = pytest.mark.usefixtures("no_scoring_deadline")
+
 
 @pytest.fixture
 def data(tmp_path):

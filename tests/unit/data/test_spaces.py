@@ -108,7 +108,6 @@ def test_widening_params_come_from_the_curriculum_or_the_integer_fields():
     assert all(isinstance(name, str) for name in widening_params("rearc"))
 
 
-
 def test_a_split_without_any_reachable_dataset_is_a_config_error_before_ray():
     with pytest.raises(ConfigError, match=r"reasoning_gym.datasets: no dataset of the val mix has a question"):
         space_warnings(settings_of({"lcm": {"config": NO_HELD_OUT}}, val_size=16), ("val",))
