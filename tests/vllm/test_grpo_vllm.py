@@ -14,7 +14,7 @@ import re
 import pytest
 
 from tests.helpers import read_metrics
-from tests.vllm.conftest import left_since, shm_entries
+from tests.vllm.conftest import SegmentWatch
 from tests.vllm.runs import check_agreement, train
 
 pytestmark = pytest.mark.slow
@@ -27,13 +27,12 @@ PREFIX = "train/reasoning_gym/chain_sum/"
 def full_runs(tmp_path_factory):
     """Two steps with retry episodes (validation and a checkpoint at step 2), then a resume for a third."""
     workdir = tmp_path_factory.mktemp("grpo_vllm")
-    before = shm_entries()
     retry = ["actor_rollout_ref.rollout.agent.default_agent_loop=rg_verl_retry", f"retry.max_turns={MAX_TURNS}"]
-    first = train(workdir, 2, workdir / "first.jsonl", *retry)
-    resumed = train(workdir, 3, workdir / "second.jsonl", *retry)
-    left = left_since(before)
+    with SegmentWatch() as shm:
+        first = train(workdir, 2, workdir / "first.jsonl", *retry)
+        resumed = train(workdir, 3, workdir / "second.jsonl", *retry)
     steps = {**read_metrics(workdir / "first.jsonl"), **read_metrics(workdir / "second.jsonl")}
-    return steps, first.stdout + first.stderr, resumed.stdout + resumed.stderr, workdir, left
+    return steps, first.stdout + first.stderr, resumed.stdout + resumed.stderr, workdir, shm.left
 
 
 def test_vllm_rollout_trains_with_its_weights_synced(full_runs):

@@ -12,17 +12,17 @@ import math
 import pytest
 
 from tests.helpers import read_metrics
-from tests.vllm.conftest import left_since, shm_entries
+from tests.vllm.conftest import SegmentWatch
 from tests.vllm.runs import check_agreement, train
 
 pytestmark = pytest.mark.slow
 
 
 def test_lora_adapters_are_synced_to_vllm(tmp_path):
-    before = shm_entries()
     lora = ["actor_rollout_ref.model.lora_rank=8", "actor_rollout_ref.model.lora_alpha=16",
             "actor_rollout_ref.actor.optim.lr=1e-2", "trainer.test_freq=-1"]  # fmt: skip
-    train(tmp_path, 2, tmp_path / "metrics.jsonl", *lora)
+    with SegmentWatch() as shm:
+        train(tmp_path, 2, tmp_path / "metrics.jsonl", *lora)
     steps = read_metrics(tmp_path / "metrics.jsonl")
     assert sorted(steps) == [1, 2]
     for metrics in steps.values():
@@ -30,4 +30,4 @@ def test_lora_adapters_are_synced_to_vllm(tmp_path):
     meta = json.loads((tmp_path / "ckpt" / "global_step_2" / "actor" / "lora_train_meta.json").read_text())
     assert meta["r"] == 8
     assert not math.isnan(steps[2]["actor/pg_loss"])
-    assert not left_since(before)
+    assert not shm.left, f"left in /dev/shm: {sorted(shm.left)}"
