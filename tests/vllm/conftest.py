@@ -61,14 +61,12 @@ def other_workers_pids() -> list[int]:
 
 
 class SegmentWatch:
-    """Watches ``/dev/shm`` over a block; :attr:`left` then holds the segments of :func:`shm_entries` that appeared
-    in it and are still there ``grace_s`` after it (a killed process of the run may take a while to end under load,
-    and an ending engine's resource tracker to unlink what it left; a leak stays for good),
-    less those the other worker's processes were seen to hold. A thread looks every ``every_s`` seconds while the
-    block and the grace last: an engine of the other worker holds its queues as long as it runs, and what it leaves
-    when it ends is its own (its resource tracker unlinks them when its pytest worker exits), so a segment it held
-    once is never this block's, even after it let go. A segment that a live process of this worker's still holds
-    counts: a process of the run that outlived it would hold its segments.
+    """Watches ``/dev/shm`` over a block. :attr:`left` then holds the segments of :func:`shm_entries` that appeared
+    in it and are still there up to ``grace_s`` after it (a killed process of the run may take a while to end under
+    load; a leak stays for good), less every segment the other worker's processes held while the block and the grace
+    lasted (looked for every ``every_s`` seconds): an engine of the other worker that has just ended holds its queues
+    no more, but they are its own. A segment that a live process of this worker's still holds counts: a process of
+    the run that outlived it would hold its segments.
 
         with SegmentWatch() as shm:
             train(...)
@@ -96,10 +94,10 @@ class SegmentWatch:
         self._thread.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, *_) -> None:
         try:
             deadline = time.monotonic() + self.grace_s
-            while exc[0] is None:
+            while exc_type is None:
                 self.left = shm_entries() - self.before - self.theirs
                 if not self.left or time.monotonic() > deadline:
                     break

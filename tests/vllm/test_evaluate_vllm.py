@@ -34,11 +34,10 @@ def test_greedy_with_repeats_on_vllm_matches_the_hf_backend(warm_model, tmp_path
     every item's three completions are one greedy answer, the answer the hf backend gives on the same folder."""
     path = tmp_path / "greedy.yaml"
     path.write_text(yaml.safe_dump(eval_config(warm_model, tmp_path / "out", run_name="greedy")))
+    script = str(REPO / "evaluation" / "evaluate_model.py")
+    command = [sys.executable, script, "--config", str(path), "--temperature", "0"]
     with SegmentWatch() as shm:
-        proc = subprocess.run(
-            [sys.executable, str(REPO / "evaluation" / "evaluate_model.py"), "--config", str(path), "--temperature",
-             "0"], capture_output=True, text=True, timeout=EVAL_TIMEOUT_S, cwd=tmp_path,
-        )  # fmt: skip
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=EVAL_TIMEOUT_S, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     on_vllm = json.loads((tmp_path / "out" / "greedy" / "results.json").read_text())
     assert on_vllm["metadata"]["backend"] == "vllm" and on_vllm["metadata"]["temperature"] == 0

@@ -26,7 +26,8 @@ from reasoning_gym.factory import DATASETS
 
 from rg_verl.data.dataset import ReasoningGymDataset
 from rg_verl.reward import compute_score
-from tests.helpers import unhurried_scoring
+
+pytestmark = pytest.mark.usefixtures("no_scoring_deadline")
 
 N_ITEMS = 2
 SKIPPED = {"composite": "reasoning-gym's own mix; not buildable from our config, no default scorer"}
@@ -56,14 +57,13 @@ FULL = {"score": 1.0, "accuracy": 1.0, "format_ok": 1.0, "answer_found": 1.0}
 
 def score(item: dict, answer: str, strict: bool = False) -> dict:
     """The reward's values of the keys in FULL for a well-formatted completion with ``answer``."""
-    with unhurried_scoring():
-        result = compute_score(
-            item["data_source"],
-            f"<think>reasoning</think><answer>{answer}</answer>",
-            item["reward_model"]["ground_truth"],
-            item["extra_info"],
-            strict=strict,
-        )
+    result = compute_score(
+        item["data_source"],
+        f"<think>reasoning</think><answer>{answer}</answer>",
+        item["reward_model"]["ground_truth"],
+        item["extra_info"],
+        strict=strict,
+    )
     return {key: result[key] for key in FULL}
 
 
