@@ -25,6 +25,11 @@ CONFIGS_DIR = REPO / "configs"
 
 # a train_grpo.py run on the CPU that takes longer than this has hung
 TRAIN_TIMEOUT_S = 1800
+# Ray's dashboard off: it costs a run about 7 CPU-seconds of the suite's two cores (pairs of 2-step smoke runs, 73/63
+# and 68/63), and only the dead-worker naming (rg_verl/grpo/workers.py) reads Ray's state API through it;
+# tests/e2e/test_faults.py, which checks that naming, starts its runs itself. A run that joins a running cluster
+# keeps the cluster's own dashboard (ray.init ignores the setting there).
+NO_DASHBOARD = "++ray_kwargs.ray_init.include_dashboard=false"
 
 
 def plugin_env(*modules: str) -> dict[str, str]:
@@ -49,7 +54,7 @@ def run_train_grpo(
     which shows where it stopped.
     """
     environ = {key: value for key, value in {**os.environ, **(env or {})}.items() if value is not None}
-    cmd = [sys.executable, str(REPO / "train_grpo.py"), *args]
+    cmd = [sys.executable, str(REPO / "train_grpo.py"), *args, NO_DASHBOARD]
     with subprocess.Popen(cmd, cwd=workdir, env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           start_new_session=True) as child:  # fmt: skip
         try:
