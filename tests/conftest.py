@@ -15,21 +15,26 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 settings.register_profile("rg_verl", deadline=None, derandomize=bool(os.environ.get("CI")))
 settings.load_profile("rg_verl")
 
-# test modules that read another module's session fixture (a training run made once): they run on its worker
-SHARED_RUNS = {  # learn_demo and learn_comparison, tests/e2e/conftest.py
+# test modules that run on another module's worker
+SAME_WORKER = {
+    # they read its session fixture (learn_demo and learn_comparison, tests/e2e/conftest.py): a run made once
     "tests/e2e/test_learning.py": "tests/e2e/test_compare.py",
     "tests/e2e/test_demo.py": "tests/e2e/test_compare.py",
+    # two verl runs with the vLLM rollout must not overlap on one machine: verl 0.9.1 names the weight sync's socket
+    # /tmp/rl-colocate-zmq-<Ray job id>-replica-0-rank-0.sock, and a run that starts its own Ray cluster is always
+    # job 01000000, so the second run's bind would take the first one's socket (docs/multinode.md)
+    "tests/vllm/test_lora_vllm.py": "tests/vllm/test_grpo_vllm.py",
 }
 
 
 class ModuleScheduling(LoadScopeScheduling):
     """``make test`` runs two pytest-xdist workers. Each takes whole test modules (so a module's fixtures are made
     once), in collection order with ``--no-loadscope-reorder`` (the long end-to-end modules start first); the
-    modules of :data:`SHARED_RUNS` go with the module whose run they read."""
+    modules of :data:`SAME_WORKER` go with the module named there."""
 
     def _split_scope(self, nodeid: str) -> str:
         module = nodeid.split("::", 1)[0]
-        return SHARED_RUNS.get(module, module)
+        return SAME_WORKER.get(module, module)
 
 
 @pytest.hookimpl(optionalhook=True)

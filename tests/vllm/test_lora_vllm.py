@@ -1,7 +1,8 @@
 """LoRA adapters synced to verl's vLLM rollout on the CPU: two GRPO steps of the learn config with a rank-8 adapter,
 the rollout's log-probs agreeing with the actor's (tests/vllm/runs.py) at both. At step 1 the adapter is still zero;
-at step 2 the rollout must serve the adapter step 1 trained. A module of its own, so that it runs on the other
-worker from tests/vllm/test_grpo_vllm.py's runs.
+at step 2 the rollout must serve the adapter step 1 trained. It runs on the worker of tests/vllm/test_grpo_vllm.py,
+after that module's runs (tests/conftest.py's ``SAME_WORKER``: two verl runs with the vLLM rollout at once would
+share one weight-sync socket's name).
 """
 
 from __future__ import annotations
