@@ -48,10 +48,9 @@ def run_train_grpo(
     *args: str,
     env: dict[str, str | None] | None = None,
     check: bool = True,
-    dashboard: bool = False,
 ) -> subprocess.CompletedProcess:
     """``python train_grpo.py *args`` in ``workdir``, with ``env`` added to this process's environment, Ray's
-    dashboard off (:data:`NO_DASHBOARD`) unless ``dashboard``.
+    dashboard off (:data:`NO_DASHBOARD`).
 
     A variable set to None in ``env`` is removed. With ``check`` a non-zero exit fails the test,
     showing the end of the run's output. A run still going after :data:`TRAIN_TIMEOUT_S` has hung: its whole
@@ -59,7 +58,7 @@ def run_train_grpo(
     which shows where it stopped.
     """
     environ = {key: value for key, value in {**os.environ, **(env or {})}.items() if value is not None}
-    cmd = [sys.executable, str(REPO / "train_grpo.py"), *args, *([] if dashboard else [NO_DASHBOARD])]
+    cmd = [sys.executable, str(REPO / "train_grpo.py"), *args, NO_DASHBOARD]
     with subprocess.Popen(cmd, cwd=workdir, env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           start_new_session=True) as child:  # fmt: skip
         try:

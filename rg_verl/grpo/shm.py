@@ -3,14 +3,13 @@
 Ray ends a run's actors by killing them, so they never unlink what they created there: vLLM's message queues
 (``psm_*``, Python's ``multiprocessing.shared_memory``, about 400 MiB a run) and the weight buckets of verl's
 shared-memory weight sync (``verl_weights_*``, up to ``update_weights_bucket_megabytes``; a run that hung in the
-sync left 2 GiB). joblib's 32-byte semaphores (``sem.loky-*``) can stay too; they are not removed: the process
-that made one is often gone before the run ends, so it cannot be told apart from another program's.
+sync left 2 GiB), and joblib's 32-byte semaphores (``sem.loky-<pid>-*``, named after the process that made them).
 
 Only the run's own segments go. While the run goes, :class:`RunSegments` looks every few seconds for the segments
 named like :data:`PREFIXES` that appeared since it started and that this process or one of its descendants (Ray's
-processes, vLLM's engine) maps or holds open (:func:`owned`); when the run has ended and Ray is down,
-:func:`remove_leftovers` unlinks those of them that no live process uses. A segment of another program on the
-machine, or of another run, is never one of them.
+processes, vLLM's engine) maps or holds open, and the semaphores one of them made (:func:`owned`); when the run
+has ended and Ray is down, :func:`remove_leftovers` unlinks those of them that no live process uses. A segment of
+another program on the machine, or of another run, is never one of them.
 
     with shm.RunSegments():
         run_ppo(...)  # and ray.shutdown()
@@ -20,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Iterable
@@ -30,6 +30,8 @@ logger = logging.getLogger(__name__)
 SHM = Path("/dev/shm")
 # the names of the segments a run's processes create (vLLM's queues, verl's weight sync)
 PREFIXES = ("psm_", "verl_weights_")
+# joblib's named semaphores carry the pid of the process that made them
+LOKY = re.compile(r"^sem\.loky-(\d+)-")
 # how long the killed processes of a run may take to let go of their segments
 GRACE_S = 10.0
 
@@ -71,25 +73,29 @@ def in_use(shm: Path = SHM) -> set[str]:
     return used_by(pids, shm)
 
 
-def _new(before: set[str], shm: Path) -> set[str]:
-    return {name for name in snapshot(shm) - before if name.startswith(PREFIXES)}
-
-
-def owned(before: set[str], shm: Path = SHM) -> set[str]:
-    """The segments that appeared in ``shm`` since ``before`` and that this process or a descendant uses now.
-    Never raises (the cleanup must not hide how the run ended): a failure is logged, and nothing is owned."""
-    new = _new(before, shm)
-    if not new:
-        return set()
+def run_processes() -> set[int]:
+    """This process and its descendants now. Never raises (the cleanup must not hide how the run ended): a failure
+    is logged, and the answer is empty."""
     import psutil
 
     try:
         me = psutil.Process()
-        pids = [me.pid, *(child.pid for child in me.children(recursive=True))]
+        return {me.pid, *(child.pid for child in me.children(recursive=True))}
     except psutil.Error as error:
         logger.warning("could not list the run's processes to find its shared-memory segments: %s", error)
         return set()
-    return new & used_by(pids, shm)
+
+
+def owned(before: set[str], shm: Path = SHM, pids: set[int] | None = None) -> set[str]:
+    """The run's segments among those that appeared in ``shm`` since ``before``: those named like :data:`PREFIXES`
+    that one of the run's processes ``pids`` (by default this process and its descendants now) uses, and joblib's
+    semaphores that one of them made."""
+    new = snapshot(shm) - before
+    if not new:
+        return set()
+    pids = run_processes() if pids is None else pids
+    made = {name for name in new if (m := LOKY.match(name)) and int(m.group(1)) in pids}
+    return made | ({name for name in new if name.startswith(PREFIXES)} & used_by(pids, shm))
 
 
 def remove_leftovers(ours: set[str], shm: Path = SHM, grace_s: float = GRACE_S) -> list[str]:
@@ -118,16 +124,19 @@ class RunSegments:
     """A context that removes, when it ends, the segments the processes started inside it left behind.
 
     A thread looks for the run's segments every ``every_s`` seconds (a run's processes may be gone by the time it
-    ends: Ray ends them when the driver lets go of its actors), and once more at the end.
+    ends: Ray ends them when the driver lets go of its actors), and once more at the end; a semaphore counts as the
+    run's if any process the run had at any look made it.
     """
 
     def __init__(self, shm: Path = SHM, every_s: float = 5.0, grace_s: float = GRACE_S):
         self.shm, self.every_s, self.grace_s = shm, every_s, grace_s
         self.seen: set[str] = set()
+        self.pids: set[int] = set()
         self._stop = threading.Event()
 
     def _look(self) -> None:
-        self.seen |= owned(self.before, self.shm)
+        self.pids |= run_processes()
+        self.seen |= owned(self.before, self.shm, self.pids)
 
     def _watch(self) -> None:
         while not self._stop.wait(self.every_s):

@@ -37,10 +37,11 @@ def pytest_collection_modifyitems(config, items):
 
 
 def shm_entries() -> set[str]:
-    """The segments in ``/dev/shm`` named as a run's processes name theirs (vLLM's queues, verl's weight sync)."""
-    from rg_verl.grpo.shm import PREFIXES, snapshot
+    """The segments in ``/dev/shm`` named as a run's processes name theirs (vLLM's queues, verl's weight sync,
+    joblib's semaphores)."""
+    from rg_verl.grpo.shm import LOKY, PREFIXES, snapshot
 
-    return {name for name in snapshot(SHM) if name.startswith(PREFIXES)}
+    return {name for name in snapshot(SHM) if name.startswith(PREFIXES) or LOKY.match(name)}
 
 
 def other_workers_pids() -> list[int]:

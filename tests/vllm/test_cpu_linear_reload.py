@@ -35,11 +35,6 @@ def test_a_linear_layer_keeps_its_weight_and_follows_each_sync(monkeypatch):
     x = torch.randn(4, 32)
     method = UnquantizedLinearMethod()
 
-    if not getattr(UnquantizedLinearMethod.process_weights_after_loading, "rg_verl_keeps_weights", False):
-        dropped = linear_layer(first)
-        method.process_weights_after_loading(dropped)
-        print(f"vLLM's own step leaves a weight of {dropped.weight.numel()} elements")
-
     assert keep_linear_weights_reloadable()
     layer = linear_layer(first)
     kept = layer.weight

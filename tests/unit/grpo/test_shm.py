@@ -58,12 +58,14 @@ def test_no_shared_memory_folder_is_no_error(tmp_path):
 
 
 def test_a_run_context_removes_what_its_finished_processes_left(tmp_path):
-    """A segment a child used during the run, the child gone (killed) by the end: removed; one created during the
-    run that no process of the run ever used: kept."""
-    hold = "import sys, time; f = open(sys.argv[1], 'w'); f.write('x'); f.flush(); time.sleep(2)"
+    """A segment a child used during the run, and a semaphore it made (named after its pid), the child gone (killed)
+    by the end: removed; a segment created during the run that no process of the run ever used, and a semaphore of
+    another process: kept."""
+    hold = ("import os, sys, time; f = open(sys.argv[1], 'w'); f.write('x'); f.flush(); "
+            "open(f'{sys.argv[2]}/sem.loky-{os.getpid()}-child', 'w').write('x'); time.sleep(2)")  # fmt: skip
     with shm.RunSegments(tmp_path, every_s=0.05, grace_s=0) as run:
-        child = subprocess.Popen([sys.executable, "-c", hold, str(tmp_path / "psm_child")])
-        make(tmp_path, "psm_nobodys")
+        child = subprocess.Popen([sys.executable, "-c", hold, str(tmp_path / "psm_child"), str(tmp_path)])
+        make(tmp_path, "psm_nobodys", "sem.loky-1-init")
         child.wait(timeout=30)  # it exits without unlinking, as a killed actor does
-        assert "psm_child" in run.seen
-    assert sorted(os.listdir(tmp_path)) == ["psm_nobodys"]
+        assert {"psm_child", f"sem.loky-{child.pid}-child"} <= run.seen
+    assert sorted(os.listdir(tmp_path)) == ["psm_nobodys", "sem.loky-1-init"]
