@@ -10,7 +10,8 @@ path is a package's config folder (``pkg://rg_verl.conf``).
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +22,8 @@ from omegaconf.errors import OmegaConfBaseException
 from rg_verl.common.schema import ConfigError
 
 __all__ = [
-    "DEFAULT_CONFIG_DIR", "DEFAULT_CONFIG_NAME", "compose", "config_parser", "repo_root", "resolve_config_dir",
-    "yaml_config",
+    "DEFAULT_CONFIG_DIR", "DEFAULT_CONFIG_NAME", "compose", "compose_command", "config_parser", "hydra_argv",
+    "parse_command", "repo_root", "resolve_config_dir", "run_hydra", "yaml_config",
 ]  # fmt: skip
 
 # the train command's config when none is named: the CPU smoke run
@@ -35,9 +36,16 @@ def repo_root() -> Path:
     return Path(__file__).resolve().parents[2]
 
 
-def config_parser(prog: str, description: str, epilog: str) -> argparse.ArgumentParser:
-    """The parser of a command that composes a config: ``--config-path``, ``--config-name`` and Hydra's ``--cfg``;
-    everything else (``key=value`` overrides) is left to the caller (``parse_known_args``)."""
+def config_parser(
+    prog: str,
+    description: str,
+    epilog: str | None = None,
+    config_dir: Path = DEFAULT_CONFIG_DIR,
+    config_name: str = DEFAULT_CONFIG_NAME,
+) -> argparse.ArgumentParser:
+    """The parser of a command that composes a config: ``--config-path`` (default ``config_dir``), ``--config-name``
+    (default ``config_name``) and Hydra's ``--cfg``; everything else (``key=value`` overrides) is left to the caller
+    (:func:`parse_command`, or Hydra through :func:`hydra_argv`)."""
     parser = argparse.ArgumentParser(
         prog=prog,
         usage=f"{prog} [--config-path DIR] [--config-name NAME] [key=value ...]",
@@ -51,22 +59,91 @@ def config_parser(prog: str, description: str, epilog: str) -> argparse.Argument
         "-cp",
         metavar="DIR",
         help="folder of the experiment config: relative to the working directory (then to the repository root), "
-        "absolute, or pkg://... (default: the repository's configs/smoke)",
+        f"absolute, or pkg://... (default: the repository's {config_dir.as_posix()})",
     )
     parser.add_argument(
         "--config-name",
         "-cn",
         metavar="NAME",
-        default=DEFAULT_CONFIG_NAME,
-        help=f"config file name in that folder, without .yaml (default: {DEFAULT_CONFIG_NAME})",
+        default=config_name,
+        help=f"config file name in that folder, without .yaml (default: {config_name})",
     )
     # Hydra's --cfg, declared here because its short form -c would otherwise read as an abbreviation of -cp/-cn
     parser.add_argument("--cfg", "-c", choices=("job", "hydra", "all"), help="print Hydra's config and exit")
+    parser.set_defaults(default_config_dir=config_dir)
     return parser
 
 
-def resolve_config_dir(config_path: str | None, cwd: Path | None = None, root: Path | None = None) -> str:
-    """The config folder Hydra should search, as an absolute path (or a ``pkg://`` one).
+def parse_command(
+    parser: argparse.ArgumentParser, argv: Sequence[str], required: Sequence[str] = ()
+) -> tuple[argparse.Namespace, list[str]]:
+    """The options of ``argv`` and its ``key=value`` overrides; for a :func:`config_parser` command, the config
+    folder resolved as ``args.config_dir``. An unknown option, a ``required`` one missing (unless ``--cfg`` only asks
+    to print the config) or a config folder not found is a usage error: argparse exits with 2."""
+    args, overrides = parser.parse_known_args(list(argv))
+    unknown = [arg for arg in overrides if arg.startswith("-")]
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    missing = [f"--{name.replace('_', '-')}" for name in required if getattr(args, name) is None]
+    if missing and getattr(args, "cfg", None) is None:
+        parser.error(f"the following arguments are required: {', '.join(missing)}")
+    if hasattr(args, "default_config_dir"):
+        try:
+            args.config_dir = resolve_config_dir(args.config_path, default=args.default_config_dir)
+        except FileNotFoundError as error:
+            parser.error(str(error))
+    return args, overrides
+
+
+def compose_command(args: argparse.Namespace, overrides: Sequence[str]) -> Any | None:
+    """The config of a :func:`config_parser` command line (:func:`parse_command`'s); ``None`` once Hydra's ``--cfg``
+    has printed it instead.
+
+    Raises:
+        hydra.errors.HydraException: If Hydra cannot compose the config.
+    """
+    config = compose(args.config_dir, args.config_name, overrides, hydra_config=args.cfg in ("hydra", "all"))
+    if not args.cfg:
+        return config
+    print(OmegaConf.to_yaml(config.hydra if args.cfg == "hydra" else config))
+    return None
+
+
+def hydra_argv(parser: argparse.ArgumentParser, argv: Sequence[str], job_name: str) -> list[str]:
+    """Hydra's command line for a :func:`config_parser` command's ``argv``: the config folder made absolute (Hydra
+    resolves a relative one against the file that declares ``@hydra.main``), everything else in order, and the job
+    named ``job_name`` unless ``argv`` names it. A config folder that does not exist is a usage error (exits)."""
+    args, rest = parser.parse_known_args(list(argv))
+    try:
+        config_dir = resolve_config_dir(args.config_path, default=args.default_config_dir)
+    except FileNotFoundError as error:
+        parser.error(str(error))
+    named = any(arg.split("=", 1)[0] == "hydra.job.name" for arg in rest)
+    cfg = ["--cfg", args.cfg] if args.cfg else []
+    return ["--config-path", config_dir, "--config-name", args.config_name, *cfg, *rest] + (
+        [] if named else [f"hydra.job.name={job_name}"]
+    )
+
+
+def run_hydra(task: Callable[[Any], Any], prog: str, argv: Sequence[str]) -> int:
+    """Runs ``task`` as ``@hydra.main`` runs a function, on the command line ``argv`` (:func:`hydra_argv`'s). Returns
+    0; Hydra's errors exit as they do under ``@hydra.main``."""
+    import hydra
+
+    saved = sys.argv
+    sys.argv = [prog, *argv]  # hydra.main reads its arguments from sys.argv
+    try:
+        hydra.main(config_path=None, config_name=None, version_base=None)(task)()  # argv names the config
+    finally:
+        sys.argv = saved
+    return 0
+
+
+def resolve_config_dir(
+    config_path: str | None, cwd: Path | None = None, root: Path | None = None, default: Path = DEFAULT_CONFIG_DIR
+) -> str:
+    """The config folder Hydra should search, as an absolute path (or a ``pkg://`` one); ``default`` (in the
+    repository) when ``config_path`` is ``None``.
 
     Raises:
         FileNotFoundError: If the folder does not exist; the message says where it was looked for.
@@ -74,7 +151,7 @@ def resolve_config_dir(config_path: str | None, cwd: Path | None = None, root: P
     cwd = Path.cwd() if cwd is None else cwd
     root = repo_root() if root is None else root
     if config_path is None:
-        default = root / DEFAULT_CONFIG_DIR
+        default = root / default
         if not default.is_dir():
             raise FileNotFoundError(
                 f"the default config folder {default} does not exist (rg_verl is not installed from a checkout "

@@ -8,7 +8,7 @@ import json
 import sys
 from collections.abc import Sequence
 
-from rg_verl.common.compose import compose, config_parser, resolve_config_dir
+from rg_verl.common.compose import compose_command, config_parser, parse_command
 from rg_verl.common.names import SPLITS
 from rg_verl.data.export import MANIFEST, export_split
 
@@ -41,30 +41,14 @@ def build_parser(prog: str = "rg-verl export") -> argparse.ArgumentParser:
     return parser
 
 
-def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> tuple[argparse.Namespace, list[str], str]:
-    """The options, the ``key=value`` overrides and the config folder; a usage error exits."""
-    args, overrides = parser.parse_known_args(list(argv))
-    unknown = [arg for arg in overrides if arg.startswith("-")]
-    if unknown:
-        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
-    if args.cfg is None and (args.split is None or args.out is None):
-        parser.error("the following arguments are required: --split, --out")
-    try:
-        return args, overrides, resolve_config_dir(args.config_path)
-    except FileNotFoundError as error:
-        parser.error(str(error))
-
-
 def main(argv: Sequence[str] | None = None, prog: str = "rg-verl export") -> int:
     """Runs ``rg-verl export``. Returns 0, or 1 after a one-line error; a usage error exits with 2."""
     from hydra.errors import HydraException
-    from omegaconf import OmegaConf
 
-    args, overrides, config_dir = _parse(build_parser(prog), sys.argv[1:] if argv is None else argv)
+    args, overrides = parse_command(build_parser(prog), sys.argv[1:] if argv is None else argv, ("split", "out"))
     try:
-        config = compose(config_dir, args.config_name, overrides, hydra_config=args.cfg in ("hydra", "all"))
-        if args.cfg:  # as Hydra's --cfg: print the config instead of running
-            print(OmegaConf.to_yaml(config.hydra if args.cfg == "hydra" else config))
+        config = compose_command(args, overrides)
+        if config is None:  # --cfg printed it
             return 0
         out = export_split(config, args.split, args.out, hf=args.hf, limit=args.limit, overwrite=args.overwrite)
     except (HydraException, ValueError, OSError) as error:

@@ -17,7 +17,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from rg_verl.common.compose import DEFAULT_CONFIG_NAME, config_parser, resolve_config_dir
+from rg_verl.common.compose import config_parser, run_hydra
+from rg_verl.common.compose import hydra_argv as command_line
 from rg_verl.common.schema import ConfigError
 from rg_verl.grpo.launch import main_task
 from rg_verl.migrate.command import refuse_reference_schema
@@ -45,21 +46,9 @@ def build_parser(prog: str = "rg-verl train") -> argparse.ArgumentParser:
 
 
 def hydra_argv(argv: Sequence[str], prog: str = "rg-verl train") -> list[str]:
-    """Hydra's command line for ``argv``: the config folder made absolute, everything else in order.
-
-    Exits (argparse's usage error) if the config folder cannot be found.
-    """
-    parser = build_parser(prog)
-    args, rest = parser.parse_known_args(list(argv))
-    try:
-        config_dir = resolve_config_dir(args.config_path)
-    except FileNotFoundError as error:
-        parser.error(str(error))
-    named = any(arg.split("=", 1)[0] == "hydra.job.name" for arg in rest)
-    cfg = ["--cfg", args.cfg] if args.cfg else []
-    return ["--config-path", config_dir, "--config-name", args.config_name, *cfg, *rest] + (
-        [] if named else [f"hydra.job.name={JOB_NAME}"]
-    )
+    """Hydra's command line for ``argv`` (:func:`rg_verl.common.compose.hydra_argv`); exits if the config folder
+    cannot be found."""
+    return command_line(build_parser(prog), argv, JOB_NAME)
 
 
 def refuse_reference_file(args: Sequence[str]) -> None:
@@ -81,20 +70,6 @@ def refuse_reference_file(args: Sequence[str]) -> None:
 
 def main(argv: Sequence[str] | None = None, prog: str = "rg-verl train") -> int:
     """Runs the training task as ``train_grpo.py`` does. Returns 0; errors exit as Hydra's do."""
-    import hydra
-    from omegaconf import DictConfig
-
     args = hydra_argv(sys.argv[1:] if argv is None else argv, prog)
     refuse_reference_file(args)
-
-    @hydra.main(config_path=None, config_name=DEFAULT_CONFIG_NAME, version_base=None)
-    def task(config: DictConfig) -> None:
-        main_task(config)
-
-    saved = sys.argv
-    sys.argv = [prog, *args]  # hydra.main reads its arguments from sys.argv
-    try:
-        task()
-    finally:
-        sys.argv = saved
-    return 0
+    return run_hydra(main_task, prog, args)

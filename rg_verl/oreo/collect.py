@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from rg_verl.common.atomic import write_atomic
-from rg_verl.common.compose import compose, resolve_config_dir
+from rg_verl.common.compose import compose_command, config_parser, parse_command
 from rg_verl.common.names import SPLIT_URI, SPLITS
 from rg_verl.common.schema import ConfigError, check_model_path, plain
 from rg_verl.common.tokenizer import tokenizer_fingerprint
@@ -49,7 +49,6 @@ from rg_verl.data.config import ReasoningGymConfig
 from rg_verl.data.export import reasoning_gym_section
 from rg_verl.data.files import check_sources
 from rg_verl.evaluation.backends import BACKENDS, create_backend
-from rg_verl.grpo.cli import build_parser as train_parser
 from rg_verl.grpo.launch import ensure_model
 from rg_verl.oreo.sampler import FORMAT, Sampler, chunk_seed
 from rg_verl.oreo.trajectories import MANIFEST, open_collection
@@ -222,10 +221,8 @@ DESCRIPTION = (
 
 def build_parser(prog: str = "rg-verl oreo collect") -> argparse.ArgumentParser:
     """``rg-verl train``'s parser (``--config-path``, ``--config-name``, ``--cfg``) plus the collection's options."""
-
-    parser = train_parser(prog)
+    parser = config_parser(prog, DESCRIPTION)
     parser.usage = f"{prog} [--config-path DIR] [--config-name NAME] --out DIR [options] [key=value ...]"
-    parser.description, parser.epilog = DESCRIPTION, None
     add = parser.add_argument
     add("--out", metavar="DIR", help="the collection folder (required)")
     add("--model-path", help="the model to sample (default: the config's actor_rollout_ref.model.path)")
@@ -255,23 +252,14 @@ def build_parser(prog: str = "rg-verl oreo collect") -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None, prog: str = "rg-verl oreo collect") -> int:
     """Runs ``rg-verl oreo collect``. Returns 0, or 1 after a one-line error; a usage error exits with 2."""
     from hydra.errors import HydraException
-    from omegaconf import OmegaConf
 
-    parser = build_parser(prog)
-    args, overrides = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
-    unknown = [arg for arg in overrides if arg.startswith("-")]
-    if unknown:
-        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
-    if args.cfg is None and args.out is None:
-        parser.error("the following arguments are required: --out")
+    args, overrides = parse_command(build_parser(prog), sys.argv[1:] if argv is None else argv, ("out",))
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
-        config_dir = resolve_config_dir(args.config_path)
-        config = compose(config_dir, args.config_name, overrides, hydra_config=args.cfg in ("hydra", "all"))
-        if args.cfg:  # as Hydra's --cfg: print the config instead of running
-            print(OmegaConf.to_yaml(config.hydra if args.cfg == "hydra" else config))
+        config = compose_command(args, overrides)
+        if config is None:  # --cfg printed it
             return 0
-        ref = {"path": config_dir, "name": args.config_name, "overrides": list(overrides)}
+        ref = {"path": args.config_dir, "name": args.config_name, "overrides": overrides}
         out = collect(config, args, config_ref=ref)
     except (HydraException, ValueError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)

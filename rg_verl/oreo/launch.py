@@ -21,7 +21,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from rg_verl.common.compose import repo_root, resolve_config_dir
+from rg_verl.common.compose import config_parser, hydra_argv, run_hydra
 from rg_verl.common.schema import ConfigError
 from rg_verl.cpu.settings import OREO_CPU_SETTINGS, apply_settings, cpu_env
 from rg_verl.oreo.checkpoints import ResumeError
@@ -78,54 +78,12 @@ def main_hydra_task(config: DictConfig) -> None:
 
 
 def build_parser(prog: str = "rg-verl oreo train") -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog=prog,
-        usage=f"{prog} [--config-path DIR] [--config-name NAME] [key=value ...]",
-        description="Train a policy and a value model with OREO on collected trajectories (as train_oreo.py).",
-        allow_abbrev=False,
-    )
-    parser.add_argument(
-        "--config-path", "-cp", metavar="DIR", help="folder of the config (default: the repository's configs/oreo)"
-    )
-    parser.add_argument(
-        "--config-name",
-        "-cn",
-        metavar="NAME",
-        default=DEFAULT_CONFIG_NAME,
-        help=f"config file name without .yaml (default: {DEFAULT_CONFIG_NAME})",
-    )
-    return parser
+    """The command's parser: :func:`rg_verl.common.compose.config_parser` with OREO's config folder."""
+    description = "Train a policy and a value model with OREO on collected trajectories (as train_oreo.py)."
+    return config_parser(prog, description, config_dir=DEFAULT_CONFIG_DIR, config_name=DEFAULT_CONFIG_NAME)
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "rg-verl oreo train") -> int:
     """Runs the OREO task as ``train_oreo.py`` does. Returns 0; errors exit as Hydra's do."""
-    import hydra
-
-    parser = build_parser(prog)
-    args, rest = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
-    try:
-        config_dir = (
-            str(repo_root() / DEFAULT_CONFIG_DIR) if args.config_path is None else resolve_config_dir(args.config_path)
-        )
-    except FileNotFoundError as error:
-        parser.error(str(error))
-
-    @hydra.main(config_path=None, config_name=args.config_name, version_base=None)
-    def task(config: DictConfig) -> None:
-        main_hydra_task(config)
-
-    saved = sys.argv
-    sys.argv = [
-        prog,
-        "--config-path",
-        config_dir,
-        "--config-name",
-        args.config_name,
-        *rest,
-        "hydra.job.name=train_oreo",
-    ]
-    try:
-        task()
-    finally:
-        sys.argv = saved
-    return 0
+    args = hydra_argv(build_parser(prog), sys.argv[1:] if argv is None else argv, job_name="train_oreo")
+    return run_hydra(main_hydra_task, prog, args)

@@ -31,6 +31,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rg_verl.common.compose import parse_command
 from rg_verl.common.schema import ConfigError
 from rg_verl.cpu.settings import apply_settings, cpu_env
 from rg_verl.oreo.launch import single_process_env
@@ -149,11 +150,7 @@ def build_parser(prog: str = "rg-verl oreo rft") -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None, prog: str = "rg-verl oreo rft") -> int:
     """Runs ``rg-verl oreo rft``; returns 0, or 1 after a one-line error."""
-    parser = build_parser(prog)
-    args, overrides = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
-    unknown = [arg for arg in overrides if arg.startswith("-")]
-    if unknown:
-        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    args, overrides = parse_command(build_parser(prog), sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         out = run(args, overrides)

@@ -205,7 +205,8 @@ def test_the_cli_help_names_its_options(capsys):
     "args, message",
     [
         (["--split", "test", "--out", "x"], "invalid choice: 'test'"),
-        (["--split", "val"], "required: --split, --out"),
+        (["--split", "val"], "required: --out"),
+        (["--hf"], "required: --split, --out"),
         (["--split", "val", "--out", "x", "--bogus"], "unrecognized arguments: --bogus"),
         (["-cp", "no/such/folder", "--split", "val", "--out", "x"], "config folder 'no/such/folder' not found"),
     ],
