@@ -96,7 +96,10 @@ from rg_verl.data.search_cache import NOT_FOUND, SearchCache
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["EmptyShareError", "ReasoningGymDataset", "parse_data_files", "split_seed", "dataset_seed", "to_json_safe"]
+__all__ = [
+    "EmptyShareError", "ReasoningGymDataset", "dataset_seed", "item_record", "parse_data_files", "split_seed",
+    "to_json_safe",
+]  # fmt: skip
 
 
 def parse_data_files(data_files: Any) -> str:
@@ -166,6 +169,30 @@ def to_json_safe(obj: Any) -> Any:
     any other object its ``str``. Dict keys become strings, as in JSON.
     """
     return json.loads(json.dumps(_stringify_keys(obj), default=_json_default))
+
+
+def item_record(
+    entry: dict, system_prompt: str | None, source: str, split: str, index: int, dataset: str, category: str
+) -> dict:
+    """Item ``index`` of ``split`` in verl's RLHF layout, from a generator's or a file's ``entry``: the chat prompt,
+    the data source that routes its scoring, the answer as ground truth, and what the reward and the reports read
+    (``extra_info``; the entry JSON-safe)."""
+    entry = to_json_safe(entry)
+    answer = entry.get("answer")
+    return {
+        "raw_prompt": chat_messages(system_prompt, entry["question"]),
+        "data_source": source,
+        "reward_model": {"style": "rule", "ground_truth": "" if answer is None else str(answer)},
+        "extra_info": {
+            "split": split,
+            "index": index,
+            "dataset": dataset,
+            "category": category,
+            "question_hash": question_hash(entry["question"]),
+            "entry": entry,
+        },
+        "index": index,
+    }
 
 
 class EmptyShareError(ValueError):
@@ -362,22 +389,10 @@ class ReasoningGymDataset(Dataset):
         if not 0 <= index < len(self):
             raise IndexError(f"index {index} out of range for {self.split} split of size {len(self)}")
         name = self.pick(index)
-        dataset = self.datasets[name]
-        entry = to_json_safe(self.entry(name, index))
-        answer = entry.get("answer")
+        source = data_source(name, from_file=self.mix[name].source is not None)
+        category = self.datasets[name].category
         return {
-            "raw_prompt": chat_messages(self.system_prompt, entry["question"]),
-            "data_source": data_source(name, from_file=self.mix[name].source is not None),
-            "reward_model": {"style": "rule", "ground_truth": "" if answer is None else str(answer)},
-            "extra_info": {
-                "split": self.split,
-                "index": index,
-                "dataset": name,
-                "category": dataset.category,
-                "question_hash": question_hash(entry["question"]),
-                "entry": entry,
-            },
-            "index": index,
+            **item_record(self.entry(name, index), self.system_prompt, source, self.split, index, name, category),
             "tools_kwargs": {},
             "interaction_kwargs": {},
             "dummy_tensor": torch.tensor([0], dtype=torch.uint8),

@@ -21,8 +21,7 @@ from dataclasses import dataclass
 from omegaconf import OmegaConf
 
 from rg_verl.common.names import EVAL_SPLIT, Messages, chat_messages, data_source
-from rg_verl.data.dataset import EmptyShareError, ReasoningGymDataset, to_json_safe
-from rg_verl.data.holdout import question_hash
+from rg_verl.data.dataset import EmptyShareError, ReasoningGymDataset, item_record
 from rg_verl.data.reference_questions import ReferenceItems
 from rg_verl.evaluation.config import ITEMS, DatasetEntry, EvalConfig
 
@@ -46,22 +45,7 @@ def eval_split(mix: dict, seed: int, size: int) -> ReasoningGymDataset:
 
 def reference_item(items: ReferenceItems, index: int) -> dict:
     """Reference item ``index`` in the shape of a ``ReasoningGymDataset`` item (what the runner reads)."""
-    entry = to_json_safe(items[index])
-    answer = entry.get("answer")
-    return {
-        "raw_prompt": chat_messages(None, entry["question"]),
-        "data_source": data_source(items.name),
-        "reward_model": {"style": "rule", "ground_truth": "" if answer is None else str(answer)},
-        "extra_info": {
-            "split": REFERENCE,
-            "index": index,
-            "dataset": items.name,
-            "category": items.category,
-            "question_hash": question_hash(entry["question"]),
-            "entry": entry,
-        },
-        "index": index,
-    }
+    return item_record(items[index], None, data_source(items.name), REFERENCE, index, items.name, items.category)
 
 
 @dataclass
