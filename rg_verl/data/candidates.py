@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import logging
 import os
 import random
 from collections.abc import Iterable
@@ -27,7 +28,7 @@ from typing import Any
 import numpy as np
 from reasoning_gym.factory import create_dataset
 
-__all__ = ["HASH_SEED_DEPENDENT", "INIT_SEEDED", "Candidates", "unseeded_hash_datasets"]
+__all__ = ["HASH_SEED_DEPENDENT", "INIT_SEEDED", "Candidates", "warn_unseeded_hash"]
 
 # generators that draw from their seed when built (task lists, pre-generated questions, sub-datasets)
 INIT_SEEDED = frozenset({"acre", "list_functions", "gsm_symbolic", "composite"})
@@ -36,12 +37,16 @@ INIT_SEEDED = frozenset({"acre", "list_functions", "gsm_symbolic", "composite"})
 HASH_SEED_DEPENDENT = ("isomorphic_strings", "knight_swap", "polynomial_multiplication", "ransom_note")
 
 
-def unseeded_hash_datasets(names: Iterable[str]) -> list[str]:
-    """The datasets among ``names`` whose items this process draws unlike a run's processes: those of
-    :data:`HASH_SEED_DEPENDENT` when ``PYTHONHASHSEED`` is not set (a run's processes get 0)."""
-    if os.environ.get("PYTHONHASHSEED", "random") != "random":
-        return []
-    return sorted(set(names) & set(HASH_SEED_DEPENDENT))
+def warn_unseeded_hash(names: Iterable[str], log: logging.Logger, items: str, purpose: str) -> None:
+    """Warns through ``log`` when this process draws the items of some of ``names`` unlike a run's processes:
+    those of :data:`HASH_SEED_DEPENDENT` when ``PYTHONHASHSEED`` is not set (a run's processes get 0)."""
+    dependent = sorted(set(names) & set(HASH_SEED_DEPENDENT))
+    if dependent and os.environ.get("PYTHONHASHSEED", "random") == "random":
+        log.warning(
+            "PYTHONHASHSEED is not set: the %s of %s follow it, and a training run's processes get "
+            "PYTHONHASHSEED=0; set PYTHONHASHSEED=0 to %s",
+            items, ", ".join(dependent), purpose,
+        )  # fmt: skip
 
 
 def reseeded(dataset: Any, seed: int) -> Any:

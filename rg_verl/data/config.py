@@ -221,7 +221,9 @@ def dataset_name_error(where: str, name: str) -> ConfigError:
 
 
 def dataset_names(where: str, value: Any) -> list[str]:
-    if not isinstance(value, list):
+    """A list of registered reasoning-gym dataset names (a list, a tuple or an OmegaConf list)."""
+    value = plain(value)
+    if not isinstance(value, list | tuple):
         raise ConfigError(f"{where}: {value!r} is not a list of dataset names")
     for i, name in enumerate(value):
         if name not in DATASETS:

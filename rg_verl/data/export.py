@@ -31,7 +31,7 @@ import logging
 import os
 import shutil
 from collections import Counter, defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,7 @@ import pyarrow.parquet as pq
 from rg_verl.common.atomic import PublishError, staging_dir
 from rg_verl.common.names import MAX_ATTEMPTS, SPLIT_SHARES, SPLIT_URI, SPLITS
 from rg_verl.common.schema import ConfigError, plain
-from rg_verl.data.candidates import unseeded_hash_datasets
+from rg_verl.data.candidates import warn_unseeded_hash
 from rg_verl.data.config import ReasoningGymConfig
 from rg_verl.data.files import check_sources
 from rg_verl.data.holdout import SALT
@@ -137,16 +137,6 @@ def _version(distribution: str) -> str | None:
         return importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
         return None
-
-
-def _warn_hash_seed(names: Sequence[str]) -> None:
-    dependent = unseeded_hash_datasets(names)
-    if dependent:
-        logger.warning(
-            "PYTHONHASHSEED is not set: the items of %s follow it, and a training run's processes get "
-            "PYTHONHASHSEED=0; set PYTHONHASHSEED=0 to export the items that run sees",
-            ", ".join(dependent),
-        )
 
 
 def _log_repeats(counts: dict[str, dict[str, int]], split: str) -> None:
@@ -252,7 +242,7 @@ def export_split(
     section = reasoning_gym_section(config)
     settings = ReasoningGymConfig.from_section(section)
     check_sources(settings, splits=(split,))
-    _warn_hash_seed(list(settings.mix(split)))
+    warn_unseeded_hash(settings.mix(split), logger, "items", "export the items that run sees")
     # deliberately lazy: the dataset imports torch, which rg-verl export --help and a bad config never need
     from rg_verl.data.dataset import ReasoningGymDataset
 

@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rg_verl.common.schema import ConfigError, maybe_text, option, parse_entry
+from rg_verl.common.schema import ConfigError, maybe_text, option
 from rg_verl.common.tokenizer import tokenizer_fingerprint
 
-__all__ = ["DECODING_MODES", "DecodingConfig", "check_value_model", "parse_decoding"]
+__all__ = ["DECODING_MODES", "DecodingConfig", "check_value_model"]
 
 DECODING_MODES = ("sample", "value_beam", "value_rerank")
 # the backends a value mode runs on (rg_verl.evaluation.backends.SEARCH_BACKENDS)
@@ -84,11 +84,6 @@ class DecodingConfig:
                 f"eval_repeats: {eval_repeats} answers per item, but {where}.mode {self.mode} makes at most "
                 f"{budget}; lower eval_repeats or raise {where}.{knob}"
             )
-
-
-def parse_decoding(where: str, value: Any) -> DecodingConfig:
-    """The ``decoding`` section (a mapping, or null for the defaults)."""
-    return DecodingConfig() if value is None else parse_entry(DecodingConfig, value, where, "a mapping of fields")
 
 
 def _json(path: Path) -> dict:

@@ -35,7 +35,7 @@ from rg_verl.common.schema import ConfigError
 from rg_verl.config import tiny_model_config, validate
 from rg_verl.cpu.settings import PLATFORM_MODULE, apply_cpu_settings, cpu_env
 from rg_verl.cpu.tiny_model import ensure_tiny_model
-from rg_verl.data.candidates import unseeded_hash_datasets
+from rg_verl.data.candidates import warn_unseeded_hash
 from rg_verl.data.files import check_sources
 from rg_verl.data.spaces import space_warnings
 from rg_verl.grpo import shm
@@ -169,13 +169,7 @@ def dry_run(config: DictConfig, samples: int = 3) -> None:
     print(OmegaConf.to_yaml(config, resolve=True))
     for split in ("train", "val"):
         dataset = ReasoningGymDataset(f"{SPLIT_URI}{split}", None, config.data)
-        dependent = unseeded_hash_datasets(dataset.mix)
-        if dependent:
-            logger.warning(
-                "PYTHONHASHSEED is not set: the %s items of %s follow it, and the run's processes get "
-                "PYTHONHASHSEED=0; set PYTHONHASHSEED=0 to see here the items training sees",
-                split, ", ".join(dependent),
-            )  # fmt: skip
+        warn_unseeded_hash(dataset.mix, logger, f"{split} items", "see here the items training sees")
         for index in range(min(samples, len(dataset))):
             item = dataset[index]
             print(f"--- {split}[{index}] {item['data_source']}")

@@ -44,7 +44,7 @@ from rg_verl.common.names import SPLIT_URI, SPLITS
 from rg_verl.common.schema import ConfigError, check_model_path, plain
 from rg_verl.common.tokenizer import tokenizer_fingerprint
 from rg_verl.cpu import vllm_engine
-from rg_verl.data.candidates import unseeded_hash_datasets
+from rg_verl.data.candidates import warn_unseeded_hash
 from rg_verl.data.config import ReasoningGymConfig
 from rg_verl.data.export import reasoning_gym_section
 from rg_verl.data.files import check_sources
@@ -110,13 +110,7 @@ def _datasets(section: dict, args: argparse.Namespace) -> tuple[dict[str, Any], 
     check_sources(settings, splits=tuple(wanted))
     datasets, items = {}, {}
     for split, (start, count) in wanted.items():
-        dependent = unseeded_hash_datasets(settings.mix(split))
-        if dependent:
-            logger.warning(
-                "PYTHONHASHSEED is not set: the items of %s follow it, and training runs with "
-                "PYTHONHASHSEED=0; set it to 0 to collect the items training sees",
-                ", ".join(dependent),
-            )
+        warn_unseeded_hash(settings.mix(split), logger, "items", "collect the items training sees")
         datasets[split] = ReasoningGymDataset(f"{SPLIT_URI}{split}", None, {"reasoning_gym": section})
         end = len(datasets[split]) if count is None else start + count
         if not 0 <= start < end <= len(datasets[split]):

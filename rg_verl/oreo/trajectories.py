@@ -42,7 +42,7 @@ from rg_verl.common.schema import ConfigError
 from rg_verl.common.tokenizer import tokenizer_fingerprint
 
 __all__ = [
-    "BASE_COLUMNS", "IDS_SOURCES", "MANIFEST", "METADATA_KEY", "REQUIRED_COLUMNS", "Trajectory", "balance",
+    "BASE_COLUMNS", "MANIFEST", "METADATA_KEY", "REQUIRED_COLUMNS", "Trajectory", "balance",
     "load_trajectories", "open_collection", "shard_is_stored", "shard_name", "shard_table",
     "write_shard",
 ]  # fmt: skip
@@ -51,7 +51,6 @@ logger = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
 METADATA_KEY = "rg_verl.oreo"
-IDS_SOURCES = ("backend", "retokenized")
 _FIX = "collect it again with rg-verl oreo collect (--resume rewrites missing shards)"
 
 _IDS = pa.list_(pa.int64())

@@ -12,11 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from reasoning_gym.factory import DATASETS
-
 from rg_verl.common.names import GATES, MODES, TERM_NAMES
 from rg_verl.common.schema import ConfigError, check, option, parse_section, plain
-from rg_verl.data.config import dataset_name_error
+from rg_verl.data.config import dataset_names
 
 __all__ = ["REWARD_KWARGS", "ReferenceTermsConfig", "RewardConfig"]
 
@@ -47,16 +45,6 @@ def _gate(where: str, gate: Any) -> str:
 def _parse_gates(where: str, value: Any) -> dict[str, str]:
     gates = _term_map(where, value, "gate", "{format: correct}", _gate)
     return {name: gate for name, gate in gates.items() if gate != "none"}
-
-
-def _parse_math_datasets(where: str, value: Any) -> list[str]:
-    value = plain(value) or []
-    if not isinstance(value, list | tuple):
-        raise ConfigError(f"{where}: {value!r} is not a list; set dataset names, e.g. [chain_sum]")
-    for name in value:
-        if name not in DATASETS:
-            raise dataset_name_error(where, str(name))
-    return list(value)
 
 
 @dataclass
@@ -105,7 +93,7 @@ class RewardConfig:
     math_datasets: list[str] = option(
         [],
         "reasoning-gym datasets scored by math-verify's symbolic equivalence instead of their own scorer",
-        parse=_parse_math_datasets,
+        parse=dataset_names,
     )
     reference_terms: ReferenceTermsConfig = option(
         ReferenceTermsConfig, "options of the reference_format, reference_length and reference_cosine terms"

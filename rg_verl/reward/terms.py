@@ -81,14 +81,7 @@ def revised_answers(text: str) -> list[str]:
     >>> revised_answers("<answer>3</answer> wait, <answer>4</answer>")
     ['3', '4']
     """
-    answers, start = [], 0
-    while (open_at := text.find(ANSWER_OPEN, start)) >= 0:
-        close_at = text.find(ANSWER_CLOSE, open_at + len(ANSWER_OPEN))
-        if close_at < 0:
-            break
-        answers.append(text[open_at + len(ANSWER_OPEN) : close_at].strip())
-        start = close_at + len(ANSWER_CLOSE)
-    return answers
+    return [text[start:end].strip() for start, end in _tag_blocks(text, ANSWER_OPEN, ANSWER_CLOSE, limit=math.inf)]
 
 
 def clamp_unit(value: float) -> float:
@@ -149,7 +142,7 @@ def _skip_space(text: str, at: int) -> int:
     return match.end() if match else at
 
 
-def _tag_blocks(text: str, open_tag: str, close_tag: str, limit: int) -> list[tuple[int, int]]:
+def _tag_blocks(text: str, open_tag: str, close_tag: str, limit: float) -> list[tuple[int, int]]:
     """(start, end) of the content of the first ``limit`` ``open_tag…close_tag`` blocks, each closed by
     the first ``close_tag`` after its ``open_tag``, searched left to right after the previous block (what
     ``re.finditer`` of ``open(.*?)close`` with DOTALL finds). Linear time."""

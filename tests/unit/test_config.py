@@ -130,7 +130,7 @@ def test_reward_config_defaults_and_parsed_values():
     assert isinstance(parsed.terms["format"], float) and parsed.max_response_length == 64
     with pytest.raises(ConfigError, match=r"^reward\.custom_reward_function\.reward_kwargs\.max_response_length: 0 is"):
         RewardConfig.from_section({"max_response_length": 0})
-    with pytest.raises(ConfigError, match=r"^r\.math_datasets: unknown reasoning-gym dataset 'chain_sun'"):
+    with pytest.raises(ConfigError, match=r"^r\.math_datasets\[0\]: unknown reasoning-gym dataset 'chain_sun'"):
         RewardConfig.from_section({"math_datasets": ["chain_sun"]}, where="r")
     assert RewardConfig.from_section({"terms": {"length": 0.0}}).terms == {"length": 0.0}  # off: no tokenizer needed
 

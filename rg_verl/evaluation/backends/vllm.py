@@ -5,16 +5,12 @@ from __future__ import annotations
 import logging
 import os
 
+from rg_verl.common.hf_generate import batch_seed as request_seed  # per request, as hf seeds per batch
 from rg_verl.common.schema import ConfigError
 from rg_verl.cpu import vllm_engine
 from rg_verl.evaluation.backends.base import Backend, Completion, Messages, Sampling
 
 logger = logging.getLogger(__name__)
-
-
-def request_seed(seed: int, index: int) -> int:
-    """vLLM's per-request seed of prompt ``index`` of a ``generate`` call with ``Sampling.seed`` = ``seed``."""
-    return (seed * 1_000_003 + index) % 2**31
 
 
 def runs_on_cpu() -> bool:
