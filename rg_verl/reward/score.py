@@ -14,14 +14,13 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from reasoning_gym.factory import get_score_answer_fn
 
 from rg_verl.common.chat_template import load_tokenizer, resolve_response_prefix
 from rg_verl.common.names import FILE_PREFIX, MODES, RG_PREFIX, parse_data_source
-from rg_verl.common.schema import plain
 from rg_verl.reward.config import RewardConfig
 from rg_verl.reward.episode import EPISODE_KEY, episode_values, is_episode
 from rg_verl.reward.extraction import response_answer
@@ -128,16 +127,35 @@ def _correctness(name: str, answer: str | None, entry: dict, by_math: bool = Fal
 # --- the reward kwargs: checked once by rg_verl.reward.config.RewardConfig, cached per distinct value ---
 
 
+def _frozen(value: Any) -> Any:
+    """``value`` as a hashable cache key that keeps every type.
+
+    Types are kept because ``True == 1 == 1.0`` in Python while they are different settings (a bool
+    weight is an error), and so that :func:`_thawed` gives back mappings and sequences.
+    """
+    if isinstance(value, Mapping):  # a dict, or OmegaConf's DictConfig from verl
+        return dict, tuple((key, _frozen(item)) for key, item in value.items())
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes):  # a list, a tuple, a ListConfig
+        return list, tuple(_frozen(item) for item in value)
+    return type(value), value
+
+
+def _thawed(key: Any) -> Any:
+    """The plain value of a :func:`_frozen` key: dicts and lists, as a YAML config has them."""
+    kind, value = key
+    if kind is dict:
+        return {name: _thawed(item) for name, item in value}
+    return [_thawed(item) for item in value] if kind is list else value
+
+
 @functools.lru_cache(maxsize=64)
-def _checked(key: str) -> RewardConfig:
-    return RewardConfig.from_section(json.loads(key))
+def _checked(key: Any) -> RewardConfig:
+    return RewardConfig.from_section(_thawed(key))
 
 
 def reward_config(**given: Any) -> RewardConfig:
     """The reward kwargs that are not None, checked by ``rg_verl.reward.config.RewardConfig`` (its defaults
-    fill the rest); each distinct set is checked once, as verl calls the reward once per response. The cache key is
-    the kwargs' JSON, which keeps ``true``, ``1`` and ``1.0`` apart (``True == 1`` in Python, but a bool weight is
-    an error).
+    fill the rest); each distinct set is checked once, as verl calls the reward once per response.
 
     Raises:
         rg_verl.common.schema.ConfigError: a ValueError naming the bad key, its value and the fix.
@@ -145,11 +163,11 @@ def reward_config(**given: Any) -> RewardConfig:
     >>> reward_config(mode="strict", terms={"format": 0.5}).terms
     {'format': 0.5}
     """
-    section = {name: plain(value) for name, value in given.items() if value is not None}
+    key = _frozen({name: value for name, value in given.items() if value is not None})
     try:
-        key = json.dumps(section)
-    except (TypeError, ValueError):  # not JSON (a set): checked every time
-        return RewardConfig.from_section(section)
+        hash(key)
+    except TypeError:  # a value that cannot be a cache key (a set): checked every time
+        return _checked.__wrapped__(key)
     return _checked(key)
 
 
