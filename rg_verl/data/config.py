@@ -224,7 +224,7 @@ def dataset_names(where: str, value: Any) -> list[str]:
     """A list of registered reasoning-gym dataset names (a list, a tuple or an OmegaConf list)."""
     value = plain(value)
     if not isinstance(value, list | tuple):
-        raise ConfigError(f"{where}: {value!r} is not a list of dataset names")
+        raise ConfigError(f"{where}: {value!r} is not a list of dataset names; set them, e.g. [chain_sum]")
     for i, name in enumerate(value):
         if name not in DATASETS:
             raise dataset_name_error(f"{where}[{i}]", str(name))

@@ -93,7 +93,7 @@ class RewardConfig:
     math_datasets: list[str] = option(
         [],
         "reasoning-gym datasets scored by math-verify's symbolic equivalence instead of their own scorer",
-        parse=dataset_names,
+        parse=lambda where, value: dataset_names(where, plain(value) or []),  # blank: none
     )
     reference_terms: ReferenceTermsConfig = option(
         ReferenceTermsConfig, "options of the reference_format, reference_length and reference_cosine terms"

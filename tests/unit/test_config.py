@@ -132,6 +132,8 @@ def test_reward_config_defaults_and_parsed_values():
         RewardConfig.from_section({"max_response_length": 0})
     with pytest.raises(ConfigError, match=r"^r\.math_datasets\[0\]: unknown reasoning-gym dataset 'chain_sun'"):
         RewardConfig.from_section({"math_datasets": ["chain_sun"]}, where="r")
+    for blank in ("", None, []):  # `math_datasets=` on the command line gives Hydra ''
+        assert RewardConfig.from_section({"math_datasets": blank}).math_datasets == []
     assert RewardConfig.from_section({"terms": {"length": 0.0}}).terms == {"length": 0.0}  # off: no tokenizer needed
 
 
