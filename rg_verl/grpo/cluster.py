@@ -4,6 +4,9 @@ verl joins such a cluster when ``ray_kwargs.ray_init.address`` or ``RAY_ADDRESS`
 started by the nodes' own ``ray start``, so they do not inherit the environment of the shell that runs
 ``train_grpo.py``: what they must see goes in the run's Ray runtime environment. ``rg_verl.grpo.launch`` puts
 our plugins there, and the settings of :func:`forwarded_env`.
+
+A run that starts a cluster of its own while another Ray cluster runs on the machine gets a warning when it uses
+verl's vLLM rollout (:func:`shared_socket_warning`).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from collections.abc import Mapping
 
 from omegaconf import DictConfig, OmegaConf
 
-__all__ = ["forwarded_env", "joins_a_cluster"]
+__all__ = ["forwarded_env", "joins_a_cluster", "shared_socket_warning"]
 
 # the driver's settings that the run's other processes read: verl's trackers (the file logger, TensorBoard, W&B),
 # Hugging Face's caches, and rg-verl's own
@@ -39,3 +42,29 @@ def forwarded_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """
     environ = os.environ if environ is None else environ
     return {name: value for name, value in environ.items() if FORWARDED.match(name) and not SECRET.search(name)}
+
+
+def shared_socket_warning(config: DictConfig) -> str | None:
+    """A warning when this run will start a Ray cluster of its own for verl's vLLM rollout while another Ray cluster
+    runs on this machine (a ``raylet`` process); None otherwise.
+
+    verl names the socket that carries the weights to vLLM by the Ray job id
+    (``/tmp/rl-colocate-zmq-<job id>-replica-<r>-rank-<k>.sock``, ``verl/workers/rollout/vllm_rollout/
+    vllm_rollout.py:141``), and the first job of every new cluster is ``01000000``: two such runs' weight syncs
+    meet on one socket. Runs that join one cluster are different jobs of it (docs/multinode.md).
+    """
+    import psutil
+    import ray
+
+    if config.actor_rollout_ref.rollout.name != "vllm" or joins_a_cluster(config) or ray.is_initialized():
+        return None
+    raylets = sorted(p.pid for p in psutil.process_iter(["name"]) if p.info["name"] == "raylet")
+    if not raylets:
+        return None
+    return (
+        f"another Ray cluster runs on this machine (raylet pid {', '.join(map(str, raylets))}). If it runs verl with "
+        "the vLLM rollout too, both runs send weights through /tmp/rl-colocate-zmq-01000000-*.sock, as verl names "
+        "that socket by the Ray job id and every new cluster's first job is 01000000: one engine can get the other "
+        "run's weights. Start one cluster (ray start --head) and run both in it (RAY_ADDRESS=auto), or one run at a "
+        "time (docs/multinode.md, Two runs on one machine)"
+    )

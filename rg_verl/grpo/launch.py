@@ -39,7 +39,7 @@ from rg_verl.data.candidates import warn_unseeded_hash
 from rg_verl.data.files import check_sources
 from rg_verl.data.spaces import space_warnings
 from rg_verl.grpo import shm
-from rg_verl.grpo.cluster import forwarded_env, joins_a_cluster
+from rg_verl.grpo.cluster import forwarded_env, joins_a_cluster, shared_socket_warning
 from rg_verl.grpo.console import MARK, console_mode, quiet_console
 from rg_verl.grpo.disk import check_output_dir
 from rg_verl.grpo.resume import check_resume
@@ -201,6 +201,8 @@ def run(config: DictConfig) -> None:
     if config.get("dry_run", False):
         dry_run(config)
         return
+    if warning := shared_socket_warning(config):  # before the console goes quiet
+        logger.warning(warning)
     with quiet_console(config):  # trainer.console: one line per step here, verl's and Ray's logs in a file
         prepare(config)
         launch_verl(config)
