@@ -88,11 +88,16 @@ def parse_command(
     if missing and getattr(args, "cfg", None) is None:
         parser.error(f"the following arguments are required: {', '.join(missing)}")
     if hasattr(args, "default_config_dir"):
-        try:
-            args.config_dir = resolve_config_dir(args.config_path, default=args.default_config_dir)
-        except FileNotFoundError as error:
-            parser.error(str(error))
+        args.config_dir = _config_dir(parser, args)
     return args, overrides
+
+
+def _config_dir(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str:
+    """The config folder of a :func:`config_parser` command line; one that is not found is a usage error (exits)."""
+    try:
+        return resolve_config_dir(args.config_path, default=args.default_config_dir)
+    except FileNotFoundError as error:
+        parser.error(str(error))
 
 
 def compose_command(args: argparse.Namespace, overrides: Sequence[str]) -> Any | None:
@@ -114,10 +119,7 @@ def hydra_argv(parser: argparse.ArgumentParser, argv: Sequence[str], job_name: s
     resolves a relative one against the file that declares ``@hydra.main``), everything else in order, and the job
     named ``job_name`` unless ``argv`` names it. A config folder that does not exist is a usage error (exits)."""
     args, rest = parser.parse_known_args(list(argv))
-    try:
-        config_dir = resolve_config_dir(args.config_path, default=args.default_config_dir)
-    except FileNotFoundError as error:
-        parser.error(str(error))
+    config_dir = _config_dir(parser, args)
     named = any(arg.split("=", 1)[0] == "hydra.job.name" for arg in rest)
     cfg = ["--cfg", args.cfg] if args.cfg else []
     return ["--config-path", config_dir, "--config-name", args.config_name, *cfg, *rest] + (

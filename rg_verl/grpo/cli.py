@@ -17,8 +17,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from rg_verl.common.compose import config_parser, run_hydra
-from rg_verl.common.compose import hydra_argv as command_line
+from rg_verl.common import compose
 from rg_verl.common.schema import ConfigError
 from rg_verl.grpo.launch import main_task
 from rg_verl.migrate.command import refuse_reference_schema
@@ -42,13 +41,13 @@ A relative --config-path is looked up in the working directory, then in the repo
 
 def build_parser(prog: str = "rg-verl train") -> argparse.ArgumentParser:
     """The train command's parser: :func:`rg_verl.common.compose.config_parser` with its help."""
-    return config_parser(prog, DESCRIPTION, EPILOG)
+    return compose.config_parser(prog, DESCRIPTION, EPILOG)
 
 
 def hydra_argv(argv: Sequence[str], prog: str = "rg-verl train") -> list[str]:
     """Hydra's command line for ``argv`` (:func:`rg_verl.common.compose.hydra_argv`); exits if the config folder
     cannot be found."""
-    return command_line(build_parser(prog), argv, JOB_NAME)
+    return compose.hydra_argv(build_parser(prog), argv, JOB_NAME)
 
 
 def refuse_reference_file(args: Sequence[str]) -> None:
@@ -72,4 +71,4 @@ def main(argv: Sequence[str] | None = None, prog: str = "rg-verl train") -> int:
     """Runs the training task as ``train_grpo.py`` does. Returns 0; errors exit as Hydra's do."""
     args = hydra_argv(sys.argv[1:] if argv is None else argv, prog)
     refuse_reference_file(args)
-    return run_hydra(main_task, prog, args)
+    return compose.run_hydra(main_task, prog, args)
