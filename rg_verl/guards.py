@@ -1,5 +1,8 @@
 """What verl 0.9.1 accepts and then gets wrong: each check raises a ConfigError before Ray starts.
 
+- **Group sizes.** GRPO and every advantage estimator of verl 0.9.1 that compares the responses of one prompt
+  (:data:`GROUP_ESTIMATORS`) read ``actor_rollout_ref.rollout.n`` responses as a group; with one, verl trains on
+  the raw score (grpo, rloo), on nothing (rloo_vectorized) or stops mid-run (grpo_passk), and says nothing first.
 - **Legacy reward keys.** verl 0.9.1's schema still holds the top-level ``custom_reward_function`` and
   ``reward_model`` sections of its legacy reward worker, but its trainer reads only ``reward.*``: a config
   ported from an older verl trains with the default reward, and nothing says so.
@@ -32,11 +35,14 @@ from rg_verl.retry.episode import AGENT_LOOP, RetryConfig
 
 __all__ = [
     "BINARY_METRICS",
+    "GROUP_ESTIMATORS",
     "LEGACY_REWARD_KEYS",
+    "UNGROUPED_ESTIMATORS",
     "check",
     "check_batch_shapes",
     "check_agent_loop",
     "check_group_filter",
+    "check_group_size",
     "check_legacy_keys",
     "check_sampler",
     "check_vllm_lora",
@@ -55,6 +61,25 @@ LEGACY_REWARD_KEYS = {
     "reward_model.rollout.": "reward.reward_model.rollout.",
     "reward_model.": "reward.reward_model.",
 }
+
+# the advantage estimators of verl 0.9.1 that compare the responses of one prompt's group (samples grouped by their uid,
+# ``index``), with where verl/trainer/ppo/core_algos.py computes each one's per-group baseline or std
+GROUP_ESTIMATORS = (
+    "grpo",  # lines 267-331: the group's mean and std (a group of one: mean 0, std 1, so the raw score)
+    "grpo_vectorized",  # lines 334-358: group_mean_std over the index
+    "gdpo",  # lines 361-468: compute_grpo_outcome_advantage per reward key
+    "grpo_passk",  # lines 471-530: the group's best minus its second best; a group of one raises mid-run
+    "reinforce_plus_plus_baseline",  # lines 533-584: the group's mean subtracted, then whitened over the batch
+    "rloo",  # lines 587-636: the leave-one-out mean of the group (a group of one: the raw score)
+    "opo",  # lines 639-690: the group's length-weighted mean score
+    "gpg",  # lines 770-830: the group's mean
+    "rloo_vectorized",  # lines 833-868: leave-one-out; a group of one gets advantage 0
+    "optimal_token_baseline",  # lines 871-987: a per-token baseline over the group (a group of one: none)
+    "tir_optimal_token_baseline",  # lines 990-1121: the same for multi-turn trajectories
+)
+# the rest of verl 0.9.1's estimators, which need no group: reinforce_plus_plus whitens discounted returns over the batch
+# (lines 693-731), gae learns a critic (lines 215-263), remax subtracts a greedy response's reward (lines 734-767)
+UNGROUPED_ESTIMATORS = ("reinforce_plus_plus", "gae", "remax")
 
 # the agent loops verl 0.9.1 registers itself, and ours
 AGENT_LOOPS = ("single_turn_agent", "tool_agent", AGENT_LOOP)
@@ -87,6 +112,20 @@ def check_legacy_keys(config: DictConfig) -> None:
                     f"reward.* instead, silently); set {_new_key(key)} and remove {key}, or convert the whole "
                     "file with rg-verl migrate-config"
                 )
+
+
+def check_group_size(config: DictConfig) -> None:
+    """An estimator of :data:`GROUP_ESTIMATORS` gets at least 2 responses per prompt (``actor_rollout_ref.rollout.n``)."""
+    estimator = OmegaConf.select(config, "algorithm.adv_estimator", default=None)
+    n = OmegaConf.select(config, "actor_rollout_ref.rollout.n", default=1)
+    if estimator not in GROUP_ESTIMATORS or not isinstance(n, int) or isinstance(n, bool) or n >= 2:
+        return
+    raise ConfigError(
+        f"actor_rollout_ref.rollout.n: {n}, but algorithm.adv_estimator={estimator} compares the responses of each "
+        "prompt's group, which takes at least 2 (with 1, verl trains on the raw score, on nothing, or stops mid-run); "
+        "set actor_rollout_ref.rollout.n to 2 or more (e.g. 4 or 8), or use an estimator that needs no group: "
+        "reinforce_plus_plus, or gae with a critic"
+    )
 
 
 def _largest_divisor(number: int, limit: int) -> int:
@@ -232,6 +271,7 @@ def check(config: DictConfig) -> None:
     """Every check of this module."""
     check_agent_loop(config)
     check_legacy_keys(config)
+    check_group_size(config)  # before the batch shapes: rollout.n=1 would be named as a micro-batch first
     check_batch_shapes(config)
     check_group_filter(config)
     check_sampler(config)

@@ -80,6 +80,36 @@ def test_batch_shapes_verl_would_stop_on_mid_run_are_named(overrides, message):
     assert message in refusal(overrides)
 
 
+@pytest.mark.parametrize("estimator", guards.GROUP_ESTIMATORS)
+def test_one_response_per_prompt_is_refused_for_an_estimator_that_compares_a_group(estimator):
+    """With the smoke config's batch sizes, rollout.n=1 would otherwise be named as a log-prob micro-batch first."""
+    message = refusal([f"algorithm.adv_estimator={estimator}", "actor_rollout_ref.rollout.n=1"])
+    assert message == (
+        f"actor_rollout_ref.rollout.n: 1, but algorithm.adv_estimator={estimator} compares the responses of each "
+        "prompt's group, which takes at least 2 (with 1, verl trains on the raw score, on nothing, or stops mid-run); "
+        "set actor_rollout_ref.rollout.n to 2 or more (e.g. 4 or 8), or use an estimator that needs no group: "
+        "reinforce_plus_plus, or gae with a critic"
+    )
+    guards.check(smoke(f"algorithm.adv_estimator={estimator}", "actor_rollout_ref.rollout.n=2"))
+
+
+@pytest.mark.parametrize("estimator", guards.UNGROUPED_ESTIMATORS)
+def test_an_estimator_without_groups_may_sample_one_response(estimator):
+    with pytest.raises(ConfigError, match="log_prob_micro_batch_size_per_gpu: 8"):  # the next check still runs
+        guards.check(smoke(f"algorithm.adv_estimator={estimator}", "actor_rollout_ref.rollout.n=1"))
+    guards.check(smoke(f"algorithm.adv_estimator={estimator}", "actor_rollout_ref.rollout.n=1",
+                       "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",
+                       "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4"))  # fmt: skip
+
+
+def test_every_estimator_of_verl_is_sorted_into_grouped_or_not():
+    """A new estimator in verl's enum must be read and placed in one of the two lists."""
+    from verl.trainer.ppo.core_algos import AdvantageEstimator
+
+    assert not set(guards.GROUP_ESTIMATORS) & set(guards.UNGROUPED_ESTIMATORS)
+    assert {e.value for e in AdvantageEstimator} == set(guards.GROUP_ESTIMATORS) | set(guards.UNGROUPED_ESTIMATORS)
+
+
 def test_shapes_verl_itself_refuses_are_left_to_verl():
     guards.check(smoke("trainer.n_gpus_per_node=null"))
     guards.check(smoke("data.train_batch_size=0"))
