@@ -8,7 +8,8 @@ Each section's schema lives beside the code that reads it; this module only call
 - ``tiny_model`` (:func:`tiny_model_config`): :class:`rg_verl.cpu.tiny_model.TinyModelConfig`, its warm start
   drawing its prompts like the run;
 - verl's own keys that verl 0.9.1 accepts and then gets wrong: :func:`rg_verl.guards.check`;
-- the model path, verl's V1 trainer, and the plugin module paths (a moved one names its new path).
+- the model path (:func:`rg_verl.common.models.check_model_path`: a folder, the Hugging Face cache, the hub), verl's
+  V1 trainer, and the plugin module paths (a moved one names its new path).
 
 Every error is a :class:`rg_verl.common.schema.ConfigError` naming the field, the bad value and the fix.
 Nothing here reads a data file: :func:`rg_verl.data.files.check_sources` reads them, right after this.
@@ -23,7 +24,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from rg_verl import guards
 from rg_verl.common.names import MOVED_MODULES
-from rg_verl.common.schema import ConfigError, check_model_path, check_module_path, parse_section, plain
+from rg_verl.common.models import check_model_path
+from rg_verl.common.schema import ConfigError, check_module_path, parse_section, plain
 from rg_verl.cpu.tiny_model import TinyModelConfig
 from rg_verl.data.config import ReasoningGymConfig, check_generator_config
 from rg_verl.reward.config import RewardConfig

@@ -64,6 +64,22 @@ def search_cache(tmp_path_factory, monkeypatch):
     return folder
 
 
+@pytest.fixture(scope="session", autouse=True)
+def hub_cache(tmp_path_factory):
+    """A Hugging Face cache of the hub models the shipped configs and the tests name (tests/hub_cache.py: their
+    config.json only), where huggingface_hub looks for one in this process (its constants, read at import) and in the
+    processes tests start (HF_HUB_CACHE): those ids resolve as on a machine that has downloaded them."""
+    from huggingface_hub import constants
+
+    from tests.hub_cache import write_hub_cache
+
+    root = str(write_hub_cache(tmp_path_factory.mktemp("hf_hub")))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HF_HUB_CACHE", root)
+        patch.setattr(constants, "HF_HUB_CACHE", root)
+        yield root
+
+
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory):
     """The tiny random model (rg_verl.cpu.tiny_model's defaults), built once per worker for every test that

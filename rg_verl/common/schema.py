@@ -34,7 +34,6 @@ import importlib.util
 import json
 import math
 import os
-import re
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -44,12 +43,11 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 __all__ = [
     "ConfigError", "FieldDoc", "field_docs", "named_mappings", "option", "parse_section", "plain",
-    "check", "check_keys", "check_model_path", "check_module_path"
+    "check", "check_keys", "check_module_path"
 ]
 
 # the limits of an integer field that declares none: positive counts and seeds fit, absurd values do not
 DEFAULT_INT_RANGE = (0, 10**9)
-HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _NO_DEFAULT = dataclasses.MISSING
 
 
@@ -300,18 +298,6 @@ def parse_entry(cls: type, data: Any, where: str, shape: str, skip: tuple[str, .
 
 
 # ---- checks that several sections share
-
-
-def check_model_path(where: str, path: Any) -> None:
-    """A model path must be an existing local directory or look like a hub id (``org/name``)."""
-    if not isinstance(path, str) or not path:
-        raise ConfigError(f"{where}: {path!r} is not a model path; set a local directory or a hub id like org/name")
-    if os.path.isdir(path) or (HUB_ID.match(path) and not os.path.isabs(path) and not os.path.exists(path)):
-        return
-    raise ConfigError(
-        f"{where}: {path!r} is neither a local model directory nor a hub id (org/name); "
-        "fix the path or download the model first"
-    )
 
 
 def _module_of(path: Any, package: str) -> str | None:

@@ -37,11 +37,11 @@ from reasoning_gym.factory import DATASETS
 from reasoning_gym.utils import SYSTEM_PROMPTS
 
 from rg_verl.common.compose import yaml_config
+from rg_verl.common.models import check_model_path
 from rg_verl.common.names import MAX_SEED, MAX_SPLIT_SIZE, MODES, system_prompt
 from rg_verl.common.schema import (
     ConfigError,
     above_zero,
-    check_model_path,
     maybe_text,
     option,
     parse_entry,

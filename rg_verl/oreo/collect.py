@@ -41,7 +41,8 @@ from typing import Any
 from rg_verl.common.atomic import write_atomic
 from rg_verl.common.compose import compose_command, config_parser, parse_command
 from rg_verl.common.names import SPLIT_URI, SPLITS
-from rg_verl.common.schema import ConfigError, check_model_path, plain
+from rg_verl.common.models import check_model_path
+from rg_verl.common.schema import ConfigError, plain
 from rg_verl.common.tokenizer import tokenizer_fingerprint
 from rg_verl.cpu import vllm_engine
 from rg_verl.data.candidates import warn_unseeded_hash

@@ -22,7 +22,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from rg_verl.common.schema import ConfigError, check_model_path, option, parse_section, plain
+from rg_verl.common.models import check_model_path
+from rg_verl.common.schema import ConfigError, option, parse_section, plain
 
 __all__ = [
     "ACTOR_INIT", "KL_TYPES", "OreoConfig", "OreoDataConfig", "OreoRewardConfig", "OreoTrainerConfig", "OreoSettings",

@@ -19,7 +19,6 @@ from rg_verl.common.schema import (
     above_zero,
     check,
     check_keys,
-    check_model_path,
     check_module_path,
     field_docs,
     maybe_text,
@@ -279,27 +278,6 @@ def test_field_docs_of_a_field_without_default():
 
 
 # ---- checks several sections share
-
-
-def test_check_model_path(tmp_path, monkeypatch):
-    check_model_path("model.path", str(tmp_path))
-    check_model_path("model.path", "Qwen/Qwen2.5-0.5B-Instruct")
-    bad = [
-        ("", "is not a model path"),
-        (None, "is not a model path"),
-        (str(tmp_path / "missing"), "is neither a local model directory nor a hub id"),
-        ("/abs/org/name", "neither"),  # absolute: a local path, and it is missing
-        ("no-slash", "neither"),
-    ]
-    for path, message in bad:
-        with pytest.raises(ConfigError, match=rf"^model\.path: .*{message}"):
-            check_model_path("model.path", path)
-    # a relative org/name that exists here as a file is a local path, not a hub id
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "org").mkdir()
-    (tmp_path / "org" / "name").write_text("")
-    with pytest.raises(ConfigError, match="neither"):
-        check_model_path("model.path", "org/name")
 
 
 def test_check_module_path_accepts_modules_that_exist():
