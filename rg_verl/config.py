@@ -9,7 +9,9 @@ Each section's schema lives beside the code that reads it; this module only call
   drawing its prompts like the run;
 - verl's own keys that verl 0.9.1 accepts and then gets wrong: :func:`rg_verl.guards.check`;
 - the model path (:func:`rg_verl.common.models.check_model_path`: a folder, the Hugging Face cache, the hub), verl's
-  V1 trainer, and the plugin module paths (a moved one names its new path).
+  V1 trainer, and the plugin module paths (a moved one names its new path);
+- a sequence's length against the model's context (:func:`rg_verl.guards.check_context_length`), the model's config
+  read without its weights (:func:`model_context`).
 
 Every error is a :class:`rg_verl.common.schema.ConfigError` naming the field, the bad value and the fix.
 Nothing here reads a data file: :func:`rg_verl.data.files.check_sources` reads them, right after this.
@@ -24,13 +26,13 @@ from omegaconf import DictConfig, OmegaConf
 
 from rg_verl import guards
 from rg_verl.common.names import MOVED_MODULES
-from rg_verl.common.models import check_model_path
+from rg_verl.common.models import ContextLength, check_model_path, context_length
 from rg_verl.common.schema import ConfigError, check_module_path, parse_section, plain
 from rg_verl.cpu.tiny_model import TinyModelConfig
 from rg_verl.data.config import ReasoningGymConfig, check_generator_config
 from rg_verl.reward.config import RewardConfig
 
-__all__ = ["tiny_model_config", "validate"]
+__all__ = ["model_context", "tiny_model_config", "validate"]
 
 # the config keys that name one of our modules for verl to load
 PLUGIN_PATHS = ("data.custom_cls.path", "reward.custom_reward_function.path")
@@ -65,6 +67,17 @@ def tiny_model_config(config: DictConfig) -> TinyModelConfig:
     return tiny
 
 
+def model_context(path: str, tiny: TinyModelConfig | None = None) -> ContextLength | None:
+    """The context length of the model at ``path``, from its config where one is on this machine; else, where the run
+    builds its tiny model there (``tiny``), the positions that model gets; else None."""
+    found = context_length(path)
+    if found is None and tiny is not None:
+        positions = tiny.max_position_embeddings
+        return ContextLength(positions, f"tiny_model.max_position_embeddings {positions}, the tiny model rg-verl "
+                             "builds there", positions)  # fmt: skip
+    return found
+
+
 # ---- the composed config
 
 
@@ -85,8 +98,10 @@ def validate(config: DictConfig) -> ReasoningGymConfig:
     reward_fn = OmegaConf.select(config, "reward.custom_reward_function")
     if reward_fn is not None and str(reward_fn.get("path", "")).startswith("pkg://rg_verl.reward"):
         RewardConfig.from_section(reward_fn.get("reward_kwargs"))
-    builds_tiny = tiny_model_config(config).build_if_missing
+    tiny = tiny_model_config(config)
     path = OmegaConf.select(config, "actor_rollout_ref.model.path")
-    if not (builds_tiny and isinstance(path, str) and os.path.isabs(path)):
+    builds_tiny = tiny.build_if_missing and isinstance(path, str) and os.path.isabs(path)
+    if not builds_tiny:
         check_model_path("actor_rollout_ref.model.path", path)
+    guards.check_context_length(config, model_context(path, tiny if builds_tiny else None))
     return settings

@@ -12,6 +12,11 @@
 - **Group filtering** (``algorithm.filter_groups``, DAPO's dynamic sampling) drops the groups whose metric is
   the same for every response. Only a binary outcome makes that "all right or all wrong": on the shaped
   score (verl's ``reward``, our ``score``) a group of wrong answers whose format or length terms differ stays.
+- **Context lengths** (:func:`check_context_length`, which :func:`rg_verl.config.validate` runs with the model's
+  context): a prompt and response longer than the model's positions, or than
+  ``actor_rollout_ref.rollout.max_model_len``, stop the rollout engine once it has loaded, or are cut short by
+  verl's rollout server. verl 0.9.1's vllm, sglang and trtllm servers also cap ``max_model_len`` at the config's
+  ``max_position_embeddings`` as written, rope scaling aside, and refuse a larger one (:data:`CAPPED_ROLLOUTS`).
 - **The agent loop.** verl looks ``actor_rollout_ref.rollout.agent.default_agent_loop`` up only inside a Ray
   worker, after every model has loaded; an unknown name is named here. rg-verl's ``rg_verl_retry`` episodes
   (rg_verl/retry/) also need their ``retry:`` section and rg-verl's reward, which judges each try.
@@ -30,17 +35,20 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from rg_verl.common.models import ContextLength
 from rg_verl.common.schema import ConfigError
 from rg_verl.retry.episode import AGENT_LOOP, RetryConfig
 
 __all__ = [
     "BINARY_METRICS",
+    "CAPPED_ROLLOUTS",
     "GROUP_ESTIMATORS",
     "LEGACY_REWARD_KEYS",
     "UNGROUPED_ESTIMATORS",
     "check",
     "check_batch_shapes",
     "check_agent_loop",
+    "check_context_length",
     "check_group_filter",
     "check_group_size",
     "check_legacy_keys",
@@ -77,12 +85,19 @@ GROUP_ESTIMATORS = (
     "optimal_token_baseline",  # lines 871-987: a per-token baseline over the group (a group of one: none)
     "tir_optimal_token_baseline",  # lines 990-1121: the same for multi-turn trajectories
 )
-# the rest of verl 0.9.1's estimators, which need no group: reinforce_plus_plus whitens discounted returns over the batch
-# (lines 693-731), gae learns a critic (lines 215-263), remax subtracts a greedy response's reward (lines 734-767)
+# the rest of verl 0.9.1's estimators, which need no group: reinforce_plus_plus whitens discounted returns over the
+# batch (lines 693-731), gae learns a critic (lines 215-263), remax subtracts a greedy response's reward (lines 734-767)
 UNGROUPED_ESTIMATORS = ("reinforce_plus_plus", "gae", "remax")
 
 # the agent loops verl 0.9.1 registers itself, and ours
 AGENT_LOOPS = ("single_turn_agent", "tool_agent", AGENT_LOOP)
+
+# the length of one sequence verl's rollout engine allows (null: the model's)
+_MAX_MODEL_LEN = "actor_rollout_ref.rollout.max_model_len"
+# verl 0.9.1's rollout servers that set max_model_len to the config's max_position_embeddings, read without its rope
+# factor (verl/workers/rollout/utils.py:31-40), and refuse a larger one: vllm_rollout/vllm_async_server.py:1101-1111,
+# sglang_rollout/async_sglang_server.py:166-174, trtllm_rollout/trtllm_async_server.py:118-126
+CAPPED_ROLLOUTS = ("vllm", "sglang", "trtllm")
 
 # reward keys that are 0 or 1 for every response: our reward's accuracy (correctness under its mode is 1)
 BINARY_METRICS = ("accuracy",)
@@ -115,7 +130,7 @@ def check_legacy_keys(config: DictConfig) -> None:
 
 
 def check_group_size(config: DictConfig) -> None:
-    """An estimator of :data:`GROUP_ESTIMATORS` gets at least 2 responses per prompt (``actor_rollout_ref.rollout.n``)."""
+    """An estimator of :data:`GROUP_ESTIMATORS` gets 2 or more responses per prompt (actor_rollout_ref.rollout.n)."""
     estimator = OmegaConf.select(config, "algorithm.adv_estimator", default=None)
     n = OmegaConf.select(config, "actor_rollout_ref.rollout.n", default=1)
     if estimator not in GROUP_ESTIMATORS or not isinstance(n, int) or isinstance(n, bool) or n >= 2:
@@ -192,6 +207,42 @@ def _check_micro(key: str, get, share: int, what: str, fixes: dict | None) -> No
             f"micro-batches of {micro} (it stops mid-run); set it to a divisor of {share}, "
             f"e.g. {_largest_divisor(share, micro)}"
         )
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def check_context_length(config: DictConfig, model: ContextLength | None) -> None:
+    """A sequence of the run, ``data.max_prompt_length + data.max_response_length``, fits the model's context
+    (``model``; None where it cannot be read here) and ``actor_rollout_ref.rollout.max_model_len`` where set. On a
+    rollout of :data:`CAPPED_ROLLOUTS` the model's context is its ``max_position_embeddings`` as written."""
+    get = lambda key: OmegaConf.select(config, key, default=None)  # noqa: E731
+    prompt, response, limit = get("data.max_prompt_length"), get("data.max_response_length"), get(_MAX_MODEL_LEN)
+    rollout = get("actor_rollout_ref.rollout.name")
+    capped = rollout in CAPPED_ROLLOUTS
+    if model is not None and capped and model.positions < model.tokens:  # verl's server leaves out the rope factor
+        cap = f"verl 0.9.1's {rollout} rollout caps max_model_len at max_position_embeddings {model.positions}"
+        model = ContextLength(model.positions, f"{model.source}; {cap}, rope scaling aside", model.positions)
+    if model is not None and capped and _positive_int(limit) and limit > model.tokens:
+        raise ConfigError(
+            f"{_MAX_MODEL_LEN}: {limit} is more than the model's {model.tokens} positions ({model.source}), which "
+            f"verl 0.9.1's {rollout} rollout refuses once its server starts; set at most {model.tokens}, or null"
+        )
+    if not (_positive_int(prompt) and _positive_int(response)):
+        return  # verl's own checks name these
+    total = prompt + response
+    lengths = f"data.max_prompt_length + data.max_response_length = {prompt} + {response} = {total} tokens"
+    fix = "lower data.max_response_length or data.max_prompt_length"
+    path = get("actor_rollout_ref.model.path")
+    if model is not None and total > model.tokens:
+        raise ConfigError(
+            f"{lengths}, more than the {model.tokens} positions of the model at actor_rollout_ref.model.path={path} "
+            f"({model.source}); {fix}, or train a model with a longer context"
+        )
+    if _positive_int(limit) and total > limit:
+        most = f" (to at most the model's {model.tokens})" if model is not None else ""
+        raise ConfigError(f"{lengths}, more than {_MAX_MODEL_LEN}={limit}; {fix}, or raise {_MAX_MODEL_LEN}{most}")
 
 
 def check_group_filter(config: DictConfig) -> None:

@@ -12,6 +12,7 @@ import re
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
@@ -312,6 +313,52 @@ def test_a_model_to_build_needs_no_directory_yet(tmp_path):
     config.tiny_model.build_if_missing = False
     with pytest.raises(ConfigError, match="actor_rollout_ref.model.path"):
         validate(config)
+
+
+def test_a_tiny_model_to_build_is_checked_against_the_positions_it_will_get(tmp_path):
+    config = composed_minimal(tmp_path, tiny_model={"build_if_missing": True, "max_position_embeddings": 256},
+                              data={"max_prompt_length": 240, "max_response_length": 32})  # fmt: skip
+    model = tmp_path / "model"
+    config.actor_rollout_ref.model.path = str(model)
+    with pytest.raises(ConfigError) as error:
+        validate(config)
+    assert str(error.value) == (
+        "data.max_prompt_length + data.max_response_length = 240 + 32 = 272 tokens, more than the 256 positions of "
+        f"the model at actor_rollout_ref.model.path={model} (tiny_model.max_position_embeddings 256, the tiny model "
+        "rg-verl builds there); lower data.max_response_length or data.max_prompt_length, or train a model with a "
+        "longer context"
+    )
+    assert not model.exists()
+    config.data.max_prompt_length = 224
+    validate(config)
+
+
+def test_a_model_on_disk_is_checked_against_its_config_not_the_tiny_model_section(tmp_path):
+    """A folder that holds a model is read, whatever the tiny_model section says; the smoke config's model too."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text('{"model_type": "qwen2", "max_position_embeddings": 128}')
+    config = composed_minimal(tmp_path, tiny_model={"build_if_missing": True},
+                              data={"max_prompt_length": 120, "max_response_length": 16})  # fmt: skip
+    config.actor_rollout_ref.model.path = str(model)
+    with pytest.raises(ConfigError, match=rf"more than the 128 positions of .* \(max_position_embeddings 128 in "
+                                          rf"{re.escape(str(model / 'config.json'))}\)"):  # fmt: skip
+        validate(config)
+    config.tiny_model.build_if_missing = False
+    with pytest.raises(ConfigError, match="136 tokens, more than the 128 positions"):
+        validate(config)
+
+
+def test_a_cached_hub_models_context_comes_from_its_cached_config():
+    """tests/hub_cache.py holds Qwen2.5-Math-1.5B-Instruct's config: 4096 positions."""
+    config = composed_minimal(Path("."), data={"max_prompt_length": 4000, "max_response_length": 200})
+    config.actor_rollout_ref.model.path = "Qwen/Qwen2.5-Math-1.5B-Instruct"
+    with pytest.raises(ConfigError) as error:
+        validate(config)
+    assert re.match(r"data.max_prompt_length \+ data.max_response_length = 4000 \+ 200 = 4200 tokens, more than the "
+                    r"4096 positions of the model at actor_rollout_ref.model.path=Qwen/Qwen2.5-Math-1.5B-Instruct "
+                    r"\(max_position_embeddings 4096 in .*/models--Qwen--Qwen2.5-Math-1.5B-Instruct/snapshots/",
+                    str(error.value))  # fmt: skip
 
 
 def test_a_warm_start_draws_its_prompts_like_the_run_unless_it_says_otherwise(tmp_path, math_data):

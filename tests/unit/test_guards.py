@@ -7,6 +7,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from rg_verl import guards
+from rg_verl.common.models import ContextLength
 from rg_verl.common.schema import ConfigError
 from tests.helpers import REPO
 from tests.unit.test_shipped_configs import composed
@@ -121,6 +122,65 @@ def test_a_reference_micro_batch_is_not_checked_without_a_reference_model():
     guards.check(smoke("actor_rollout_ref.actor.use_dynamic_bsz=true",
                        "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=true",
                        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=3"))  # fmt: skip
+
+
+# ---- context lengths: the smoke config's sequences are 512 + 16 = 528 tokens
+
+
+def context_refusal(model, *overrides) -> str:
+    with pytest.raises(ConfigError) as error:
+        guards.check_context_length(smoke(*overrides), model)
+    return str(error.value)
+
+
+def test_a_sequence_longer_than_the_models_positions_is_refused_naming_both_lengths_and_the_source():
+    model = ContextLength(512, "max_position_embeddings 512 in /m/config.json", 512)
+    assert context_refusal(model, "actor_rollout_ref.model.path=/m") == (
+        "data.max_prompt_length + data.max_response_length = 512 + 16 = 528 tokens, more than the 512 positions of "
+        "the model at actor_rollout_ref.model.path=/m (max_position_embeddings 512 in /m/config.json); lower "
+        "data.max_response_length or data.max_prompt_length, or train a model with a longer context"
+    )
+    guards.check_context_length(smoke("data.max_response_length=0"), model)  # verl's own checks name that
+    guards.check_context_length(smoke(), ContextLength(528, "src", 528))  # exactly full fits
+    guards.check_context_length(smoke(), None)  # the model's context is unknown here: not checked
+
+
+def test_a_sequence_longer_than_the_rollouts_max_model_len_is_refused():
+    message = context_refusal(None, "+actor_rollout_ref.rollout.max_model_len=520")
+    assert message == (
+        "data.max_prompt_length + data.max_response_length = 512 + 16 = 528 tokens, more than "
+        "actor_rollout_ref.rollout.max_model_len=520; lower data.max_response_length or data.max_prompt_length, or "
+        "raise actor_rollout_ref.rollout.max_model_len"
+    )
+    model = ContextLength(2048, "src", 2048)
+    assert context_refusal(model, "+actor_rollout_ref.rollout.max_model_len=520").endswith(
+        "or raise actor_rollout_ref.rollout.max_model_len (to at most the model's 2048)"
+    )
+    guards.check_context_length(smoke("+actor_rollout_ref.rollout.max_model_len=528"), model)
+    guards.check_context_length(smoke("+actor_rollout_ref.rollout.max_model_len=null"), model)
+
+
+YARN = ContextLength(2048, "max_position_embeddings 512 × rope yarn factor 4 in /m/config.json", 512)
+
+
+def test_verls_rollout_servers_read_the_positions_without_the_rope_factor():
+    """verl 0.9.1's vllm, sglang and trtllm servers cap max_model_len at max_position_embeddings as written."""
+    guards.check_context_length(smoke(), YARN)  # the hf rollout: transformers stretches the positions
+    assert context_refusal(YARN, "actor_rollout_ref.rollout.name=vllm").startswith(
+        "data.max_prompt_length + data.max_response_length = 512 + 16 = 528 tokens, more than the 512 positions of "
+        "the model at actor_rollout_ref.model.path="
+    )
+    assert "(max_position_embeddings 512 × rope yarn factor 4 in /m/config.json; verl 0.9.1's vllm rollout caps " \
+           "max_model_len at max_position_embeddings 512, rope scaling aside)" in context_refusal(
+               YARN, "actor_rollout_ref.rollout.name=vllm")  # fmt: skip
+    assert context_refusal(YARN, "actor_rollout_ref.rollout.name=sglang", "data.max_prompt_length=64",
+                           "+actor_rollout_ref.rollout.max_model_len=1024") == (
+        "actor_rollout_ref.rollout.max_model_len: 1024 is more than the model's 512 positions (max_position_embeddings "
+        "512 × rope yarn factor 4 in /m/config.json; verl 0.9.1's sglang rollout caps max_model_len at "
+        "max_position_embeddings 512, rope scaling aside), which verl 0.9.1's sglang rollout refuses once its server "
+        "starts; set at most 512, or null"
+    )  # fmt: skip
+    guards.check_context_length(smoke("actor_rollout_ref.rollout.name=vllm", "data.max_prompt_length=256"), YARN)
 
 
 @pytest.mark.parametrize("metric", ["reward", "score", "correct_lenient"])
