@@ -2,7 +2,9 @@
 
 The order of work is the order of failures a user wants: the config is validated (no file read),
 then the data files of file datasets are read and checked (:func:`check_files`), then what the backend
-needs from this machine, then the run folder is prepared, and only then does a model load. Items
+needs from this machine, then whether every prompt and its response budget fit the model's context
+(:func:`rg_verl.evaluation.context.check_context`), then the run folder is prepared, and only then does a model
+load. Items
 are generated, sent to the backend ``save_every`` prompts at a time and scored with
 ``rg_verl.reward.compute_score`` (the training reward's own scorer); each finished item is appended
 to ``items.jsonl`` before the next call, so ``--resume`` continues where a run stopped.
@@ -34,6 +36,7 @@ from rg_verl.data.files import check_sources
 from rg_verl.data.reference_questions import training_questions
 from rg_verl.evaluation.backends import Backend, Completion, Sampling, create_backend
 from rg_verl.evaluation.config import EvalConfig, check_runtime
+from rg_verl.evaluation.context import check_context
 from rg_verl.evaluation.episodes import Episode, run_episodes
 from rg_verl.evaluation.items import EvalDataset, eval_datasets, prompt_messages
 from rg_verl.evaluation.report import build_results, write_reports
@@ -312,7 +315,8 @@ def evaluate(config: EvalConfig, *, resume: bool = False, backend: Backend | Non
 
     Raises:
         ConfigError: Before any model loads, if a data file is missing or unusable (:func:`check_files`),
-            the machine lacks what the backend needs, or the run folder does not fit the request (see
+            the machine lacks what the backend needs, a prompt with ``max_tokens`` exceeds the model's context
+            (:func:`rg_verl.evaluation.context.check_context`), or the run folder does not fit the request (see
             :func:`resolve_run_dir`).
     """
     started = time.time()
@@ -321,6 +325,8 @@ def evaluate(config: EvalConfig, *, resume: bool = False, backend: Backend | Non
         check_runtime(config)
     warn_unread_prefix(config)
     datasets = eval_datasets(config)
+    if backend is None:
+        check_context(config, datasets)  # the longest prompt and max_tokens against the model's context
     training = reference_training(config, datasets)
     run_dir, created = _start_run(config, datasets, resume)
     store = ItemStore(run_dir / ITEMS_FILE)

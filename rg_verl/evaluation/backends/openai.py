@@ -2,7 +2,8 @@
 
 Uses only the standard library: one ``POST {base_url}/chat/completions`` per completion, from a pool
 of ``concurrency`` threads (so at most that many requests are in flight), each retried with
-exponential backoff on connection errors, timeouts, 429 and 5xx.
+exponential backoff on connection errors, timeouts, 429 and 5xx. Before a run, :func:`served_max_model_len` asks
+``GET {base_url}/models`` for the served model's context length, where the server reports one (vLLM's does).
 """
 
 from __future__ import annotations
@@ -24,10 +25,43 @@ logger = logging.getLogger(__name__)
 
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 MAX_BACKOFF_S = 60.0
+# seconds the server may take to list its models
+MODELS_TIMEOUT_S = 10.0
 
 
 class RequestError(RuntimeError):
     """A request failed for good: a non-retryable answer, or retries used up."""
+
+
+def request_headers(config) -> dict[str, str]:
+    """The headers of every request: JSON, and the API key (``api_key_env``, else OPENAI_API_KEY) where one is set."""
+    headers = {"Content-Type": "application/json"}
+    key = os.environ.get(config.api_key_env or "OPENAI_API_KEY")
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    return headers
+
+
+def served_max_model_len(config) -> int | None:
+    """The ``max_model_len`` that ``GET {base_url}/models`` reports for the served model (``served_model_name``, else
+    ``model_path``), as vLLM's server does; None, with a log line, where the server reports none or cannot be asked."""
+    url, name = config.base_url.rstrip("/") + "/models", config.served_model_name or config.model_path
+    request = urllib.request.Request(url, headers=request_headers(config), method="GET")
+    try:
+        with urllib.request.urlopen(request, timeout=min(config.request_timeout, MODELS_TIMEOUT_S)) as response:
+            listing = json.loads(response.read())
+    except (urllib.error.URLError, TimeoutError, ConnectionError, ValueError) as error:
+        logger.warning("%s: cannot list the served models (%s); prompt lengths are not checked against the context",
+                       url, error)  # fmt: skip
+        return None
+    entries = listing.get("data") if isinstance(listing, dict) else None
+    for entry in entries if isinstance(entries, list) else []:
+        if isinstance(entry, dict) and entry.get("id") == name:
+            length = entry.get("max_model_len")
+            if isinstance(length, int) and not isinstance(length, bool) and length > 0:
+                return length
+    logger.info("%s reports no max_model_len for %r; prompt lengths are not checked against its context", url, name)
+    return None
 
 
 class OpenAIBackend(Backend):
@@ -41,10 +75,7 @@ class OpenAIBackend(Backend):
     def __init__(self, config) -> None:
         self.url = config.base_url.rstrip("/") + "/chat/completions"
         self.model = config.served_model_name or config.model_path
-        key = os.environ.get(config.api_key_env or "OPENAI_API_KEY")
-        self.headers = {"Content-Type": "application/json"}
-        if key:
-            self.headers["Authorization"] = f"Bearer {key}"
+        self.headers = request_headers(config)
         self.concurrency = config.concurrency
         self.max_retries = config.max_retries
         self.retry_backoff = config.retry_backoff

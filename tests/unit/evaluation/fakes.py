@@ -79,14 +79,15 @@ class FakeOpenAI:
     the first requests are held (up to ``HOLD_DEADLINE_S``) until that many are in flight together, so a
     client that overlaps its requests is seen doing so whatever the timing. A flaky server (``errors``,
     ``drops``: shares of the requests, drawn with ``seed``) answers some requests with a 503 and closes the
-    connection on others without answering; ``delay`` seconds pass before each answer.
+    connection on others without answering; ``delay`` seconds pass before each answer. ``GET /v1/models`` lists
+    ``models`` (entries such as vLLM's ``{"id": name, "max_model_len": 4096}``), or answers 404 where it is None.
     """
 
     HOLD_DEADLINE_S = 30.0
 
     def __init__(self, respond, fail_first: int = 0, hold_until_in_flight: int = 0, errors: float = 0.0,
-                 drops: float = 0.0, delay: float = 0.0, seed: int = 0):  # fmt: skip
-        self.respond, self.fail_first, self.hold = respond, fail_first, hold_until_in_flight
+                 drops: float = 0.0, delay: float = 0.0, seed: int = 0, models: list[dict] | None = None):  # fmt: skip
+        self.respond, self.fail_first, self.hold, self.models = respond, fail_first, hold_until_in_flight, models
         self.errors, self.drops, self.delay, self.random = errors, drops, delay, random.Random(seed)
         self.failed = {"errors": 0, "drops": 0}
         self.lock = threading.Condition()
@@ -140,6 +141,18 @@ class FakeOpenAI:
             def log_message(self, *args):
                 pass
 
+            def do_GET(self):
+                listed = self.path == "/v1/models" and fake.models is not None
+                self._send(200 if listed else 404, {"object": "list", "data": fake.models} if listed else {})
+
+            def _send(self, code: int, payload: dict) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 number = fake._arrive(body, self.headers.get("Authorization"))
@@ -152,12 +165,7 @@ class FakeOpenAI:
                     code, payload = (503, {"error": "flaky"}) if fault else fake._answer(self.path, number, body)
                 finally:
                     fake._leave()
-                data = json.dumps(payload).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                self._send(code, payload)
 
         return Handler
 
