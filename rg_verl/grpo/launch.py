@@ -43,6 +43,9 @@ from rg_verl.grpo.cluster import forwarded_env, joins_a_cluster, shared_socket_w
 from rg_verl.grpo.console import MARK, console_mode, quiet_console
 from rg_verl.grpo.disk import check_output_dir
 from rg_verl.grpo.resume import check_resume
+from rg_verl.grpo.stopping import RunStopped, StopSignals, stop_line, teardown
+from rg_verl.grpo.watchdog import EngineWatch
+from rg_verl.grpo.workers import WorkerDiedError
 from rg_verl.migrate.command import refuse_reference_schema
 from rg_verl.retry.episode import AGENT_LOOP
 
@@ -209,9 +212,14 @@ def run(config: DictConfig) -> None:
 
 
 def launch_verl(config: DictConfig) -> None:
-    """verl's own checks, then ``run_ppo``; a Ray cluster that ``run_ppo`` started is shut down before returning,
-    so that Ray's last forwarded output lands where the run's output went (the log file, on a quiet console), and
-    the shared-memory segments its actors left are removed (:mod:`rg_verl.grpo.shm`)."""
+    """verl's own checks, then ``run_ppo``, then Ray shut down where ``run_ppo`` started it, so that Ray's last
+    forwarded output lands where the run's output went and the shared-memory segments its actors left are removed
+    (:mod:`rg_verl.grpo.shm`).
+
+    Ctrl-C, SIGTERM, a dead rollout engine or server (:mod:`rg_verl.grpo.watchdog`) and a worker the replay buffer
+    found dead end the run in seconds: Ray and every process of the run go down, and :class:`RunStopped` carries the
+    one line to print (:mod:`rg_verl.grpo.stopping`).
+    """
     import ray
     from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
@@ -219,12 +227,25 @@ def launch_verl(config: DictConfig) -> None:
 
     validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
     ours = not ray.is_initialized()  # a cluster the caller started is the caller's
-    with shm.RunSegments():  # what the run's killed actors leave in /dev/shm goes when it ends
+    stop: tuple[str, int] | None = None
+    with shm.RunSegments(), StopSignals() as signals:  # what the run's killed actors leave in /dev/shm goes at the end
+        watch = EngineWatch(on_death=signals.fire)
         try:
-            run_ppo(config, task_runner_class=TaskRunnerV1)
+            with watch:
+                run_ppo(config, task_runner_class=TaskRunnerV1)
+        except KeyboardInterrupt:  # ours (stopping.Interrupted), raised again by Ray's ray.get as a plain one
+            stop = (signals.reason or "interrupted by SIGINT", signals.code if signals.reason else 130)
+        except WorkerDiedError as died:  # raised in the trainer: Ray's error is also an instance of its cause
+            stop = (str(getattr(died, "cause", died)), 1)
         finally:
-            if ours:
+            watch.stop()
+            signals.tearing_down()
+            if stop is not None:
+                teardown(ours)
+            elif ours:
                 ray.shutdown()
+    if stop is not None:
+        raise RunStopped(stop_line(stop[0], config.trainer.default_local_dir), stop[1])
 
 
 def resume_line(config: DictConfig, step: int) -> str:
@@ -237,8 +258,12 @@ def resume_line(config: DictConfig, step: int) -> str:
 
 
 def main_task(config: DictConfig) -> None:
-    """The Hydra task of ``train_grpo.py`` and ``rg-verl train``: :func:`run`, a bad config exiting with one line."""
+    """The Hydra task of ``train_grpo.py`` and ``rg-verl train``: :func:`run`, a bad config exiting with one line, a
+    run stopped early (:class:`RunStopped`) with its line and status."""
     try:
         run(config)
     except ConfigError as error:
         sys.exit(f"Invalid config: {error}")
+    except RunStopped as stopped:
+        print(stopped.line, file=sys.stderr, flush=True)
+        raise

@@ -2,9 +2,10 @@
 
 verl 0.9.1 saves step N into ``trainer.default_local_dir/global_step_N`` (the actor's shards, then the
 dataloader's state ``data.pt``, with the curriculum and adaptive weights in it) and only then writes the step into
-``latest_checkpointed_iteration.txt``. ``trainer.resume_mode=auto`` resumes from the step that file names. So a
-process killed while saving leaves a folder past the tracked step, which verl passes over in silence, and the
-tracked checkpoint stays the last complete one. What verl does not check, this module does:
+``latest_checkpointed_iteration.txt``; rg-verl's trainer puts that tracker forward only once the step is logged too
+(:mod:`rg_verl.grpo.trainer`). ``trainer.resume_mode=auto`` resumes from the step the tracker names. So a process
+killed while saving, or before the saved step was logged, leaves a folder past the tracked step, which verl passes
+over in silence, and the tracked checkpoint stays the last complete one. What verl does not check, this module does:
 
 - a folder past the tracked step (a save that was interrupted) is **reported** and left for the user to delete;
   the run resumes from the tracked step (the same holds, with no tracked step, for a first save interrupted);
@@ -30,7 +31,7 @@ from omegaconf import DictConfig
 
 from rg_verl.common.schema import ConfigError
 
-__all__ = ["TRACKER", "check_resume", "checkpoint_steps", "missing_parts"]
+__all__ = ["TRACKER", "check_resume", "checkpoint_state", "checkpoint_steps", "missing_parts"]
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +70,16 @@ def missing_parts(step_dir: Path) -> list[str]:
         if (step_dir / name).is_dir():
             missing += _missing_shards(step_dir / name)
     return missing
+
+
+def checkpoint_state(folder: Path) -> tuple[int | None, list[int]]:
+    """The step of the checkpoint that ``folder``'s tracker names (None: none, or an unreadable tracker), and the
+    steps of the saves past it (interrupted saves, which a resumed run passes over)."""
+    try:
+        step = _tracked_step(folder)
+    except ConfigError:
+        step = None
+    return step, [s for s in checkpoint_steps(folder) if step is None or s > step]
 
 
 def _tracked_step(folder: Path) -> int | None:

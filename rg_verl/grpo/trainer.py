@@ -17,6 +17,10 @@ revision rate is verl's own ``val-aux/<data_source>/revised/mean@N``.
 After each step it prints a progress line (step, mean reward, accuracy, seconds per step, time left), which
 ``trainer.console=progress`` shows alone on the console (:mod:`rg_verl.grpo.console`).
 
+A saved step is named in ``latest_checkpointed_iteration.txt`` only once verl has logged it (:meth:`_save_checkpoint`):
+a run stopped in between resumes before that step and trains it again, so that no step is missing from the logs
+and the reward curve (docs/testing.md, "A run that stops").
+
 After each step it also draws the training reward curve, verl's logged ``critic/score/mean`` per
 step, into ``trainer.default_local_dir``: ``reward_curve.png`` (see :mod:`rg_verl.grpo.reward_curve`), with
 the values in ``reward_curve.json`` so that a resumed run continues the curve.
@@ -24,13 +28,16 @@ the values in ``reward_curve.json`` so that a resumed run continues the curve.
 
 import logging
 from collections import defaultdict, deque
+from pathlib import Path
 
 from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
+from rg_verl.common.atomic import write_atomic
 from rg_verl.common.names import source_name
 from rg_verl.grpo.console import progress_line
 from rg_verl.grpo.metrics import category_means, group_outcomes, reward_means, self_correction_rates
+from rg_verl.grpo.resume import TRACKER
 from rg_verl.grpo.reward_curve import REWARD_KEY, RewardCurve
 from rg_verl.grpo.sampler import CompleteGroupsBuffer, SampledGroup, groups_of, read_rewards
 
@@ -49,6 +56,47 @@ class ReasoningGymTrainer(PPOTrainerSync):
         )
         self.step_seconds: deque[float] = deque(maxlen=10)  # this run's last steps, for the time left
         self.accuracy: float | None = None  # the last step's trained samples' mean accuracy
+        self.unlogged_save: int | None = None  # a step saved, not yet logged, and so not yet in the tracker
+
+    def defers_tracker(self) -> bool:
+        """Whether a saved step can wait to be tracked: the tracked checkpoint must survive the next save (verl
+        deletes all but ``max_*_ckpt_to_keep`` of them), and verl writes no tracker itself on asynchronous saves."""
+        trainer, actor = self.config.trainer, self.config.actor_rollout_ref.actor
+        if (actor.get("checkpoint") or {}).get("async_save", False):
+            return False
+        keep = [trainer.get("max_actor_ckpt_to_keep"), trainer.get("max_critic_ckpt_to_keep")]
+        return not trainer.get("remove_previous_ckpt_in_save", False) and all(k is None or k >= 2 for k in keep)
+
+    def _save_checkpoint(self):
+        # verl's method: saves the step, then writes it into the tracker; the tracker goes back to the last logged
+        # step until this one is logged too (on_step_begin, fit)
+        tracker = Path(self.config.trainer.default_local_dir) / TRACKER
+        before = tracker.read_text() if tracker.exists() else None
+        super()._save_checkpoint()
+        if not self.defers_tracker():
+            return
+        self.unlogged_save = self.global_steps
+        if before is None:
+            tracker.unlink(missing_ok=True)
+        else:
+            write_atomic(tracker, before)
+
+    def track_logged_save(self) -> None:
+        """Name the saved step in the tracker, now that verl has logged it."""
+        if self.unlogged_save is not None:
+            write_atomic(Path(self.config.trainer.default_local_dir) / TRACKER, str(self.unlogged_save))
+            self.unlogged_save = None
+
+    def on_step_begin(self):
+        # verl's hook: the last step is logged by now
+        self.track_logged_save()
+        super().on_step_begin()
+
+    def fit(self, *args, **kwargs):
+        # verl's loop returns right after logging the last step
+        result = super().fit(*args, **kwargs)
+        self.track_logged_save()
+        return result
 
     def step(self, metrics: dict, timing_raw: dict):
         batch = super().step(metrics, timing_raw)

@@ -1,14 +1,10 @@
 """A Ray worker that died: found and named, so a run stops with the reason instead of retrying in vain.
 
-When a rollout server's process dies (the out-of-memory killer, a lost node), every request to it fails. verl
-marks each prompt group with a failed request as failed and asks for a fresh prompt in its place
-(:mod:`rg_verl.grpo.sampler`), so a dead server turns into a stream of refills that only the refill bound ends,
-with a message about failing rollouts. This module asks Ray's state API which actors of the run died, and not by
-their own request, so that the replay buffer can stop the step at the first failed group with an error that
-names the dead actor (class, Ray name, pid, node) and Ray's account of its death, and says how to resume.
-
-Asked only when a group fails; where Ray's state API cannot be reached (a cluster without the dashboard), the
-answer is "none found" and the refill bound still ends the step.
+When a rollout server's process dies, every request to it fails, and verl replaces each prompt group with a failed
+request (:mod:`rg_verl.grpo.sampler`). The replay buffer asks here, at the first failed group, which actors of the
+run died other than by request (Ray's state API: class, Ray name, pid, node, Ray's account of the death), and stops
+the step naming them. :mod:`rg_verl.grpo.watchdog` asks too, for a server that stopped answering. Where the state
+API cannot be reached (a cluster without the dashboard), the answer is "none found".
 """
 
 from __future__ import annotations
@@ -26,7 +22,8 @@ _INTENDED = ("INTENDED_USER_EXIT", "INTENDED_SYSTEM_EXIT", "ray.kill")
 
 
 class WorkerDiedError(RuntimeError):
-    """A Ray actor of the run died; the message names it and the way to resume."""
+    """A Ray actor of the run died; the message (one line) names it. The driver ends the run on it
+    (:mod:`rg_verl.grpo.stopping`), saying how to resume."""
 
 
 @dataclass(frozen=True)
@@ -85,11 +82,4 @@ def raise_if_a_worker_died(what: str) -> None:
     dead = dead_actors()
     if not dead:
         return
-    lines = "\n".join(f"  - {actor.describe()}" for actor in dead)
-    raise WorkerDiedError(
-        f"{what}, and a Ray worker of this run is dead:\n{lines}\n"
-        "The run stops: its steps cannot finish without that worker. Find why it died (an out-of-memory kill "
-        "shows in `dmesg` and in Ray's logs under /tmp/ray/session_latest/logs), then run the same command "
-        "again: trainer.resume_mode=auto (the default) continues from the last complete checkpoint in "
-        "trainer.default_local_dir."
-    )
+    raise WorkerDiedError(f"{what}, and a Ray worker of this run is dead: {'; '.join(a.describe() for a in dead)}")

@@ -197,3 +197,76 @@ def test_the_modules_every_ray_process_imports_leave_reasoning_gym_out():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == "False"
+
+
+def saving_trainer(monkeypatch, tmp_path, **trainer_keys):
+    """A trainer whose verl save writes the step's folder and then the tracker, as verl 0.9.1's does."""
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+
+    from rg_verl.grpo.trainer import ReasoningGymTrainer
+
+    def save(self):
+        (tmp_path / f"global_step_{self.global_steps}").mkdir()
+        (tmp_path / "latest_checkpointed_iteration.txt").write_text(str(self.global_steps))
+
+    monkeypatch.setattr(PPOTrainerSync, "_save_checkpoint", save)
+    monkeypatch.setattr(PPOTrainerSync, "fit", lambda self, manager: "fitted")
+    trainer = ReasoningGymTrainer.__new__(ReasoningGymTrainer)
+    trainer.config = OmegaConf.create({"trainer": {"default_local_dir": str(tmp_path), **trainer_keys},
+                                       "actor_rollout_ref": {"actor": {"checkpoint": {}}}})  # fmt: skip
+    trainer.unlogged_save = None
+    return trainer
+
+
+def test_a_saved_step_is_tracked_only_once_it_is_logged(monkeypatch, tmp_path):
+    trainer = saving_trainer(monkeypatch, tmp_path)
+    tracker = tmp_path / "latest_checkpointed_iteration.txt"
+    trainer.global_steps = 1
+    trainer._save_checkpoint()
+    assert (tmp_path / "global_step_1").is_dir() and not tracker.exists()  # saved, not logged: a rerun starts afresh
+    trainer.on_step_begin()  # verl logged step 1 before it begins step 2
+    assert tracker.read_text() == "1"
+    trainer.global_steps = 2
+    trainer._save_checkpoint()
+    assert tracker.read_text() == "1"  # a run stopped now resumes from step 1 and trains step 2 again
+    assert trainer.fit(None) == "fitted" and tracker.read_text() == "2"  # verl's loop returns after the last log
+
+
+def test_a_stop_before_the_log_leaves_the_last_logged_step_tracked(monkeypatch, tmp_path):
+    from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+
+    trainer = saving_trainer(monkeypatch, tmp_path)
+    tracker = tmp_path / "latest_checkpointed_iteration.txt"
+    trainer.global_steps = 1
+    trainer._save_checkpoint()
+    trainer.on_step_begin()
+    trainer.global_steps = 2
+
+    def stopped(self, manager):
+        self._save_checkpoint()
+        raise KeyboardInterrupt  # the run stops between the save of step 2 and its log
+
+    monkeypatch.setattr(PPOTrainerSync, "fit", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        trainer.fit(None)
+    assert tracker.read_text() == "1"
+
+
+@pytest.mark.parametrize(
+    ("keys", "defers"),
+    [({}, True), ({"max_actor_ckpt_to_keep": 2}, True), ({"max_actor_ckpt_to_keep": 1}, False),
+     ({"max_critic_ckpt_to_keep": 1}, False), ({"remove_previous_ckpt_in_save": True}, False)],
+)  # fmt: skip
+def test_the_tracker_waits_only_where_the_tracked_checkpoint_survives_the_next_save(monkeypatch, tmp_path, keys, defers):
+    trainer = saving_trainer(monkeypatch, tmp_path, **keys)
+    assert trainer.defers_tracker() is defers
+    trainer.global_steps = 3
+    trainer._save_checkpoint()
+    assert (tmp_path / "latest_checkpointed_iteration.txt").exists() is not defers
+
+
+def test_asynchronous_saves_are_left_to_verl(monkeypatch, tmp_path):
+    trainer = saving_trainer(monkeypatch, tmp_path)
+    trainer.config.actor_rollout_ref.actor.checkpoint = {"async_save": True}
+    assert not trainer.defers_tracker()

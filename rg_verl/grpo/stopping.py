@@ -1,0 +1,156 @@
+"""How a run ends early: Ctrl-C, SIGTERM or a dead rollout engine ends it in seconds, with one line.
+
+- :class:`StopSignals` turns SIGINT and SIGTERM, for the length of the run, into :class:`Interrupted` in the main
+  thread, where the driver waits in verl's ``ray.get`` (a shell's background job inherits SIGINT ignored: the run
+  takes it anyway). :mod:`rg_verl.grpo.watchdog` reports a dead engine the same way. A second signal while the run
+  is being taken down kills what is left at once.
+- :func:`teardown` ends Ray within a bound, then every process the run started that is still there (SIGTERM, then
+  SIGKILL): no engine outlives the driver.
+- :func:`stop_line` is the line the run ends with: what stopped it, the last complete checkpoint and any
+  interrupted save (:mod:`rg_verl.grpo.resume`), and the command that resumes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from rg_verl.grpo.console import MARK
+from rg_verl.grpo.resume import checkpoint_state
+
+__all__ = ["Interrupted", "RunStopped", "StopSignals", "resume_command", "stop_line", "teardown"]
+
+logger = logging.getLogger(__name__)
+
+# how long ray.shutdown() may take before the run's processes are killed instead, and how long they then get
+SHUTDOWN_S = 15.0
+TERM_GRACE_S = 3.0
+
+
+class Interrupted(KeyboardInterrupt):
+    """Raised in the main thread by a stop signal or a dead engine. A KeyboardInterrupt: the one exception Ray's
+    ``ray.get`` lets a signal handler raise (it raises a new one in its place); :class:`StopSignals` keeps the
+    reason."""
+
+
+class RunStopped(SystemExit):
+    """The run stopped early: ``line`` is what the command prints, ``code`` its exit status."""
+
+    def __init__(self, line: str, code: int):
+        super().__init__(code)
+        self.line = line
+
+
+def run_processes() -> list:
+    """This process's descendants now (psutil processes)."""
+    import psutil
+
+    try:
+        return psutil.Process().children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def end_processes(processes: list, grace_s: float = TERM_GRACE_S) -> list:
+    """SIGTERM those of ``processes`` still running, then SIGKILL whatever is left after ``grace_s``; returns those
+    that had to be killed."""
+    import psutil
+
+    alive = [p for p in processes if p.is_running()]
+    for process in alive:
+        try:
+            process.terminate()
+        except psutil.Error:
+            pass
+    _, left = psutil.wait_procs(alive, timeout=grace_s)
+    for process in left:
+        try:
+            process.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(left, timeout=grace_s)
+    return left
+
+
+def teardown(ours: bool, shutdown_s: float = SHUTDOWN_S) -> None:
+    """End the run's Ray work: ``ray.shutdown()`` within ``shutdown_s``; where this process started the cluster
+    (``ours``), then every process it started that is still there. A joined cluster ends this job's actors itself
+    once the driver has gone."""
+    import ray
+
+    processes = run_processes() if ours else []  # before Ray goes: its orphans are no longer our descendants
+    stopper = threading.Thread(target=ray.shutdown, name="rg-verl-ray-shutdown", daemon=True)
+    stopper.start()
+    stopper.join(shutdown_s)
+    if stopper.is_alive():
+        logger.warning("ray.shutdown() still running after %.0f s; ending the run's processes", shutdown_s)
+    end_processes(processes)
+
+
+class StopSignals:
+    """SIGINT and SIGTERM raise :class:`Interrupted` in the main thread while the block runs; :meth:`fire` does the
+    same from any thread (a dead engine). :attr:`reason` and :attr:`code` (the exit status) say which. Once :meth:`tearing_down` is called, a second signal kills the run's
+    processes and exits at once. Outside the main thread (the Python API called from a thread) it does nothing."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self):
+        self.reason: str | None = None
+        self.code = 1
+        self._tearing_down = False
+        self._saved: dict[int, object] = {}
+
+    def __enter__(self) -> StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            self._saved = {sig: signal.signal(sig, self._handle) for sig in self.SIGNALS}
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self._saved.items():
+            signal.signal(sig, handler)
+
+    def _handle(self, signum, frame) -> None:
+        if self._tearing_down:
+            print(f"{MARK} {signal.Signals(signum).name} again: killing the run's processes", file=sys.stderr)
+            end_processes(run_processes(), grace_s=0.5)
+            os._exit(128 + signum)
+        if self.reason is None:  # a signal of the user's; a dead engine set its own reason before firing
+            self.reason, self.code = f"interrupted by {signal.Signals(signum).name}", 128 + signum
+        raise Interrupted(self.reason)
+
+    def fire(self, reason: str) -> None:
+        """Stop the run for ``reason`` (from any thread): the main thread gets :class:`Interrupted`."""
+        if self.reason is not None or not self._saved:
+            return
+        self.reason, self.code = reason, 1
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+    def tearing_down(self) -> None:
+        """From now on a signal means "now": the run's processes are killed and the process exits."""
+        self._tearing_down = True
+
+
+def resume_command(argv: list[str] | None = None) -> str:
+    """The command line that ran this process, as a user would type it again."""
+    argv = list(sys.argv if argv is None else argv)
+    if argv and argv[0].endswith(".py"):
+        return shlex.join(["python", *argv])
+    return shlex.join([os.path.basename(argv[0]) if argv else "rg-verl", *argv[1:]])
+
+
+def stop_line(reason: str, folder: str | os.PathLike, command: str | None = None) -> str:
+    """The line a run that stopped early ends with: ``reason``, the checkpoints in ``folder``, how to resume."""
+    folder = Path(folder).expanduser().absolute()
+    step, interrupted = checkpoint_state(folder)
+    saved = f"the last complete checkpoint is step {step} in {folder}" if step is not None else "no checkpoint was saved"
+    if interrupted:
+        steps = ", ".join(f"global_step_{s}" for s in interrupted)
+        saved += f" ({steps}: an interrupted save, which the rerun reports and passes over)"
+    again = "resume with the same command" if step is not None else "start again with the same command"
+    return f"{MARK} the run stopped: {reason}; {saved}; {again}: {command or resume_command()}"
+
