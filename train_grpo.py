@@ -28,20 +28,6 @@ def main(config: DictConfig) -> None:
     main_task(config)
 
 
-def refuse_reference_config(argv: list[str]) -> None:
-    """A config of reasoning-gym's own training scripts lists defaults Hydra cannot find: name the converter
-    first. Only a named config is read; Hydra reports any other trouble with the command line itself."""
-    if not any(arg.split("=")[0] in ("--config-path", "-cp", "--config-name", "-cn") for arg in argv):
-        return
-    if any(arg in ("--help", "-h", "--hydra-help") for arg in argv):
-        return
-    try:
-        args = cli.hydra_argv(argv, "train_grpo.py")
-    except SystemExit:
-        return
-    cli.refuse_reference_file(args)
-
-
 if __name__ == "__main__":
-    refuse_reference_config(sys.argv[1:])
+    cli.refuse_before_hydra(sys.argv[1:])  # a YAML syntax error in one line; a reference config names its converter
     main()

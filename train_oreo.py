@@ -13,10 +13,12 @@ On GPUs, one process per GPU through torchrun:
 Any key of the composed config can be overridden as ``key=value``. ``rg-verl oreo train`` runs the same task.
 """
 
+import sys
+
 import hydra
 from omegaconf import DictConfig
 
-from rg_verl.oreo.launch import main_hydra_task
+from rg_verl.oreo.launch import main_hydra_task, refuse_before_hydra
 
 
 @hydra.main(config_path="configs/oreo", config_name="smoke_cpu", version_base=None)
@@ -25,4 +27,5 @@ def main(config: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    refuse_before_hydra(sys.argv[1:])  # a YAML syntax error in one line, not Hydra's traceback
     main()

@@ -5,11 +5,17 @@ commands that read one YAML file (the evaluator, the comparison) take the same `
 
 A relative ``--config-path`` is looked up in the working directory, then in the repository root; a ``pkg://``
 path is a package's config folder (``pkg://rg_verl.conf``).
+
+A YAML file that does not parse, the primary config or one its defaults list loads, is one line,
+``file:line:column: what is wrong`` (:class:`YamlSyntaxError`), wherever a command reads one: :func:`compose`,
+:func:`yaml_config`, and before Hydra starts a ``@hydra.main`` task (:func:`check_yaml`, which :func:`run_hydra`
+and :func:`preflight` run), since Hydra would print a traceback of its loader instead.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -22,13 +28,45 @@ from omegaconf.errors import OmegaConfBaseException
 from rg_verl.common.schema import ConfigError
 
 __all__ = [
-    "DEFAULT_CONFIG_DIR", "DEFAULT_CONFIG_NAME", "compose", "compose_command", "config_parser", "hydra_argv",
-    "parse_command", "repo_root", "resolve_config_dir", "run_hydra", "yaml_config",
+    "DEFAULT_CONFIG_DIR", "DEFAULT_CONFIG_NAME", "HELP_FLAGS", "YamlSyntaxError", "check_yaml", "compose",
+    "compose_command", "config_parser", "exit_on_yaml_error", "hydra_argv", "parse_command", "preflight", "repo_root",
+    "resolve_config_dir", "run_hydra", "yaml_config", "yaml_error",
 ]  # fmt: skip
 
 # the train command's config when none is named: the CPU smoke run
 DEFAULT_CONFIG_DIR = Path("configs") / "smoke"
 DEFAULT_CONFIG_NAME = "cpu"
+# the options that ask Hydra for help instead of a run
+HELP_FLAGS = ("--help", "-h", "--hydra-help", "--info", "-i")
+
+
+class YamlSyntaxError(ConfigError):
+    """A YAML file that does not parse; its message is one line, ``file:line:column: what is wrong``."""
+
+
+def yaml_error(error: yaml.YAMLError, path: str | os.PathLike | None = None) -> YamlSyntaxError:
+    """``error`` as one line: the file (yaml's mark names it; else ``path``), the line and column of the problem,
+    counted from 1, and yaml's problem, with what it was parsing and where that began.
+
+    >>> try:
+    ...     yaml.safe_load("a: [1, 2\\nb: 3\\n")
+    ... except yaml.YAMLError as error:
+    ...     print(yaml_error(error, "x.yaml"))
+    x.yaml:2:2: expected ',' or ']', but got ':' (while parsing a flow sequence that began at 1:4)
+    """
+    mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
+    name = getattr(mark, "name", None) or getattr(error, "name", None)
+    if not name or name.startswith("<"):  # yaml's "<unicode string>" or "<file>": the caller knows the file
+        name = str(path) if path is not None else name or "<yaml>"
+    problem = getattr(error, "problem", None) or getattr(error, "reason", None)
+    text = " ".join(str(problem if problem else error).split())
+    context, began = getattr(error, "context", None), getattr(error, "context_mark", None)
+    if context and began is not None and began is not mark:
+        text += f" ({context} that began at {began.line + 1}:{began.column + 1})"
+    elif context:
+        text += f" ({context})"
+    where = f"{name}:{mark.line + 1}:{mark.column + 1}" if mark is not None else name
+    return YamlSyntaxError(f"{where}: {text}")
 
 
 def repo_root() -> Path:
@@ -129,9 +167,11 @@ def hydra_argv(parser: argparse.ArgumentParser, argv: Sequence[str], job_name: s
 
 def run_hydra(task: Callable[[Any], Any], prog: str, argv: Sequence[str]) -> int:
     """Runs ``task`` as ``@hydra.main`` runs a function, on the command line ``argv`` (:func:`hydra_argv`'s). Returns
-    0; Hydra's errors exit as they do under ``@hydra.main``."""
+    0; a YAML syntax error exits with its one line (:func:`exit_on_yaml_error`), Hydra's other errors as they do
+    under ``@hydra.main``."""
     import hydra
 
+    exit_on_yaml_error(argv)
     saved = sys.argv
     sys.argv = [prog, *argv]  # hydra.main reads its arguments from sys.argv
     try:
@@ -139,6 +179,42 @@ def run_hydra(task: Callable[[Any], Any], prog: str, argv: Sequence[str]) -> int
     finally:
         sys.argv = saved
     return 0
+
+
+def check_yaml(hydra_args: Sequence[str]) -> None:
+    """Composes the config of Hydra's command line ``hydra_args`` (:func:`hydra_argv`'s) once, with its ``key=value``
+    overrides, as Hydra is about to: a file it loads (the primary config, those of its defaults list) that is not
+    valid YAML raises :class:`YamlSyntaxError`. Any other failure, and a help request, is left to Hydra.
+    """
+    if any(arg in HELP_FLAGS for arg in hydra_args):
+        return
+    overrides = [arg for arg in hydra_args[4:] if "=" in arg and not arg.startswith("-")]
+    try:
+        compose(hydra_args[1], hydra_args[3], overrides)
+    except YamlSyntaxError:
+        raise
+    except Exception:  # noqa: BLE001 - everything else is Hydra's to report, as it does when the task starts
+        return
+
+
+def exit_on_yaml_error(hydra_args: Sequence[str]) -> None:
+    """:func:`check_yaml`, exiting with status 1 and its one line on a YAML syntax error."""
+    try:
+        check_yaml(hydra_args)
+    except YamlSyntaxError as error:
+        sys.exit(str(error))
+
+
+def preflight(parser: argparse.ArgumentParser, argv: Sequence[str], job_name: str) -> list[str] | None:
+    """For a script whose ``@hydra.main`` reads ``argv`` itself: Hydra's command line for it (:func:`hydra_argv`),
+    once :func:`exit_on_yaml_error` found its YAML files parse; None where ``argv`` is a usage error (argparse has
+    said so), which Hydra then reports too."""
+    try:
+        args = hydra_argv(parser, argv, job_name)
+    except SystemExit:
+        return None
+    exit_on_yaml_error(args)
+    return args
 
 
 def resolve_config_dir(
@@ -175,7 +251,11 @@ def compose(
     config_dir: str, config_name: str, overrides: Sequence[str], hydra_config: bool = False, job_name: str = "app"
 ) -> Any:
     """The config ``config_name`` of ``config_dir`` (a folder or ``pkg://``), composed with ``overrides``; Hydra's
-    job is named ``job_name`` (Hydra's default, ``app``, unless a command names its own)."""
+    job is named ``job_name`` (Hydra's default, ``app``, unless a command names its own).
+
+    Raises:
+        YamlSyntaxError: If a file it loads does not parse.
+    """
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir, initialize_config_module
 
@@ -185,7 +265,10 @@ def compose(
     else:
         context = initialize_config_dir(config_dir=config_dir, job_name=job_name, version_base=None)
     with context:
-        return hydra_compose(config_name=config_name, overrides=list(overrides), return_hydra_config=hydra_config)
+        try:
+            return hydra_compose(config_name=config_name, overrides=list(overrides), return_hydra_config=hydra_config)
+        except yaml.YAMLError as error:
+            raise yaml_error(error) from None
 
 
 def yaml_config(path: Path, overrides: Sequence[str] = ()) -> Any:
@@ -194,11 +277,14 @@ def yaml_config(path: Path, overrides: Sequence[str] = ()) -> Any:
     value is read as YAML, as Hydra and OmegaConf read one (``names=[x,y]``, ``lr=1e-3``, ``value_model=null``).
 
     Raises:
-        ConfigError: naming the override that is not ``key=value`` or cannot be set, or the file that cannot be read.
+        ConfigError: naming the override that is not ``key=value`` or cannot be set, or the file that cannot be read
+            (a :class:`YamlSyntaxError` where it does not parse).
     """
     try:
         config = OmegaConf.load(path)
-    except (OmegaConfBaseException, ValueError, yaml.YAMLError) as error:
+    except yaml.YAMLError as error:
+        raise yaml_error(error, path) from None
+    except (OmegaConfBaseException, ValueError) as error:
         raise ConfigError(f"{path}: cannot read the config: {error}") from None
     for override in overrides:
         key, equals, value = override.partition("=")

@@ -18,6 +18,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from rg_verl.common.compose import YamlSyntaxError
 from rg_verl.common.schema import ConfigError
 from rg_verl.compare.config import load, only_oreo
 from rg_verl.compare.run import Comparison
@@ -50,6 +51,9 @@ def _run(argv: Sequence[str], prog: str, oreo_only: bool) -> int:
             clear(Path(config.out))
         comparison = Comparison(config)
         table = comparison.run()
+    except YamlSyntaxError as error:  # file:line:column: what is wrong, as an editor reads it
+        print(error, file=sys.stderr)
+        return 2
     except ConfigError as error:
         print(f"config error: {error}", file=sys.stderr)
         return 2

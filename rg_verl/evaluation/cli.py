@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rg_verl.common.chat_template import AUTO, resolve_response_prefix
+from rg_verl.common.compose import YamlSyntaxError
 from rg_verl.common.names import MAX_SEED
 from rg_verl.common.schema import ConfigError
 from rg_verl.evaluation.backends import BACKENDS
@@ -68,6 +69,9 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         overrides = {name: getattr(args, name) for name in OVERRIDES}
         config = load_config(args.config, args.overrides, **overrides, decoding=decoding)
         run_dir = evaluate(config, resume=args.resume)
+    except YamlSyntaxError as error:  # file:line:column: what is wrong, as an editor reads it
+        print(error, file=sys.stderr)
+        return 2
     except ConfigError as error:
         print(f"config error: {error}", file=sys.stderr)
         return 2

@@ -67,6 +67,17 @@ def refuse_reference_file(args: Sequence[str]) -> None:
         sys.exit(f"Invalid config: {error}")
 
 
+def refuse_before_hydra(argv: Sequence[str], prog: str = "train_grpo.py") -> None:
+    """What ``train_grpo.py`` checks before its ``@hydra.main`` starts, as :func:`main` does: a YAML file of the
+    config that does not parse exits with one line (:func:`rg_verl.common.compose.preflight`), a reference config
+    names its converter (:func:`refuse_reference_file`). A help request or a usage error is left to Hydra."""
+    if any(arg in compose.HELP_FLAGS for arg in argv):
+        return
+    args = compose.preflight(build_parser(prog), argv, JOB_NAME)
+    if args is not None:
+        refuse_reference_file(args)
+
+
 def main(argv: Sequence[str] | None = None, prog: str = "rg-verl train") -> int:
     """Runs the training task as ``train_grpo.py`` does. Returns 0; errors exit as Hydra's do."""
     args = hydra_argv(sys.argv[1:] if argv is None else argv, prog)

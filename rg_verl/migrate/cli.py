@@ -9,6 +9,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from rg_verl.common.compose import yaml_error
 from rg_verl.common.schema import ConfigError
 from rg_verl.migrate.command import COMMAND, migrate, render, write_config
 
@@ -41,7 +42,10 @@ def main(argv: Sequence[str] | None = None, prog: str = COMMAND) -> int:
             raise ConfigError(f"{args.old} is already an rg-verl config (its defaults list rg_verl_base)")
         new, unmapped = migrate(old)
         write_config(out, render(new, unmapped, source=os.path.basename(args.old)), overwrite=args.overwrite)
-    except (OSError, ValueError, yaml.YAMLError) as error:  # ConfigError is a ValueError
+    except yaml.YAMLError as error:
+        print(yaml_error(error, args.old), file=sys.stderr)  # file:line:column: what is wrong
+        return 1
+    except (OSError, ValueError) as error:  # ConfigError is a ValueError
         print(f"error: {args.old}: {error}", file=sys.stderr)
         return 1
     print(f"wrote {out}")

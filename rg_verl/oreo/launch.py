@@ -21,13 +21,13 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from rg_verl.common.compose import config_parser, hydra_argv, run_hydra
+from rg_verl.common.compose import HELP_FLAGS, config_parser, hydra_argv, preflight, run_hydra
 from rg_verl.common.schema import ConfigError
 from rg_verl.cpu.settings import OREO_CPU_SETTINGS, apply_settings, cpu_env
 from rg_verl.oreo.checkpoints import ResumeError
 from rg_verl.oreo.config import validate
 
-__all__ = ["main", "main_hydra_task", "main_task", "prepare_process", "single_process_env"]
+__all__ = ["main", "main_hydra_task", "main_task", "prepare_process", "refuse_before_hydra", "single_process_env"]
 
 DEFAULT_CONFIG_DIR = Path("configs") / "oreo"
 DEFAULT_CONFIG_NAME = "smoke_cpu"
@@ -81,6 +81,13 @@ def build_parser(prog: str = "rg-verl oreo train") -> argparse.ArgumentParser:
     """The command's parser: :func:`rg_verl.common.compose.config_parser` with OREO's config folder."""
     description = "Train a policy and a value model with OREO on collected trajectories (as train_oreo.py)."
     return config_parser(prog, description, config_dir=DEFAULT_CONFIG_DIR, config_name=DEFAULT_CONFIG_NAME)
+
+
+def refuse_before_hydra(argv: Sequence[str], prog: str = "train_oreo.py") -> None:
+    """What ``train_oreo.py`` checks before its ``@hydra.main`` starts, as :func:`main` does: a YAML file of the config
+    that does not parse exits with one line (:func:`rg_verl.common.compose.preflight`)."""
+    if not any(arg in HELP_FLAGS for arg in argv):
+        preflight(build_parser(prog), argv, job_name="train_oreo")
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "rg-verl oreo train") -> int:

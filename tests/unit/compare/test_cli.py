@@ -39,3 +39,12 @@ def test_fresh_on_a_foreign_folder_is_a_config_error_before_any_stage(tmp_path, 
     assert main(["--config", config, "--fresh", f"out={out}"]) == 2
     assert "config error: out: --fresh" in capsys.readouterr().err
     assert list(out.iterdir()) == []
+
+
+def test_a_yaml_syntax_error_is_one_line_naming_file_line_and_column(tmp_path, capsys):
+    config = tmp_path / "compare.yaml"
+    config.write_text("budget: 64\nmethods: [grpo, oreo\nout: x\n")
+    assert main(["--config", str(config)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"{config}:3:4: expected ',' or ']', but got ':' (while parsing a flow sequence that began at 2:10)"
+    ]

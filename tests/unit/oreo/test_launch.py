@@ -30,3 +30,16 @@ def test_rg_verl_oreo_train_takes_the_same_arguments(tmp_path, tiny_model):
     proc = subprocess.run([sys.executable, "-m", "rg_verl.cli", "oreo", "train", f"actor.model.path={tiny_model}"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
     assert proc.returncode == 1 and "Invalid config: data.train_files[0]" in proc.stderr
+
+
+def test_a_yaml_syntax_error_is_one_line_naming_file_line_and_column(tmp_path):
+    """Checked before Hydra starts: Hydra would print a traceback of its loader."""
+    (tmp_path / "main.yaml").write_text("defaults:\n  - _layer\n  - _self_\nfoo: 1\n")
+    (tmp_path / "_layer.yaml").write_text("a: 1\nb:\n c: 2\n  d: 3\n")
+    line = f"{tmp_path / '_layer.yaml'}:4:4: mapping values are not allowed here"
+    proc = run("--config-path", str(tmp_path), "--config-name", "main", cwd=tmp_path)
+    assert proc.returncode == 1 and proc.stderr.splitlines() == [line]
+    command = [sys.executable, "-m", "rg_verl.cli", "oreo", "train", "--config-path", str(tmp_path), "--config-name",
+               "main"]  # fmt: skip
+    proc = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and proc.stderr.splitlines() == [line]
