@@ -1,14 +1,20 @@
 """Soak: the smoke config killed at random steps and resumed each time, against the same run never broken.
 
     python bench/soak.py [--steps 50] [--save-every 5] [--kills 3] [--seed 0] [--workdir DIR]
+                         [--rollout hf|vllm] [--fault group|engine|sigint]
+
+``--rollout vllm`` trains with verl's vLLM rollout (run it from ``.venv-vllm``; the tiny model gets head size 64).
+``--fault`` says how each kill lands: ``group`` SIGKILLs the run's whole session, as a lost job dies; ``engine``
+SIGKILLs the vLLM engine core only (what a CUDA out-of-memory error does), and ``sigint`` sends the driver Ctrl-C's
+signal: in both the run must stop by itself (exit 1 or 130, every process of it gone), and the bench prints how long
+each stop took.
 
 Three arms train ``configs/smoke`` (CPU, the tiny model, with the curriculum and adaptive weights on) for
 ``--steps`` steps with a checkpoint every ``--save-every``, each in a folder of its own:
 
 * ``killed``: ``--kills`` steps are drawn at random (``--seed``); once verl has logged each of them the run waits a
-  random moment (up to 2 s, so a kill may land in a rollout, an update or a save) and SIGKILLs the run's whole
-  process group (the driver and every Ray process), then runs the same command again, which resumes
-  (``trainer.resume_mode=auto``) from the last complete checkpoint;
+  random moment (up to 2 s, so a kill may land in a rollout, an update or a save), gets its ``--fault``, then runs
+  the same command again, which resumes (``trainer.resume_mode=auto``) from the last complete checkpoint;
 * ``unbroken``: the same command, never killed;
 * ``control``: ``unbroken`` once more. The ``hf`` rollout batches requests as they arrive, so its sampling is not
   replayed bit for bit by fixed seeds: what differs between two unbroken runs is the noise floor against which
@@ -40,6 +46,11 @@ from rg_verl.cpu.tiny_model import build_tiny_model
 
 REPO = Path(__file__).resolve().parent.parent
 RUN_TIMEOUT_S = 3600
+# a run that has not stopped this long after an engine kill or SIGINT has hung
+STOP_TIMEOUT_S = 120
+# verl's vLLM rollout on the CPU: vLLM's CPU attention takes head size 64, not the tiny model's 16
+VLLM_MODEL = {"hidden_size": 128, "num_heads": 2, "num_kv_heads": 1}
+VLLM_OVERRIDES = ["actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.rollout.calculate_log_probs=true"]
 
 
 REWARD_KEY = "critic/score/mean"  # the reward curve's value of a step
@@ -66,11 +77,12 @@ def logged_steps(path: Path) -> list[int]:
 class Arm:
     """One arm's folder and its launches of ``train_grpo.py``."""
 
-    def __init__(self, root: Path, name: str, model: Path, steps: int, save_every: int):
+    def __init__(self, root: Path, name: str, model: Path, steps: int, save_every: int, extra: list[str]):
         self.dir = root / name
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.model, self.steps, self.save_every = model, steps, save_every
+        self.model, self.steps, self.save_every, self.extra = model, steps, save_every, extra
         self.launches = 0
+        self.stops: list[float] = []  # seconds from each engine kill or SIGINT to the run's exit
 
     def launch(self) -> tuple[subprocess.Popen, Path]:
         self.launches += 1
@@ -80,7 +92,7 @@ class Arm:
                      "trainer.test_freq=-1", "reasoning_gym.adaptive_weights.enabled=true",
                      # leg_counting's animals one level up every 10 steps: a level the record must carry over
                      "reasoning_gym.curriculum.enabled=true", "reasoning_gym.curriculum.schedule_every=10",
-                     "+reasoning_gym.curriculum.levels.leg_counting.num_animals=0"]  # fmt: skip
+                     "+reasoning_gym.curriculum.levels.leg_counting.num_animals=0", *self.extra]  # fmt: skip
         env = {**os.environ, "RG_VERL_TINY_MODEL": str(self.model), "VERL_FILE_LOGGER_PATH": str(metrics)}
         with open(self.dir / f"run_{self.launches}.log", "w") as log:
             run = subprocess.Popen([sys.executable, str(REPO / "train_grpo.py"), *overrides], cwd=self.dir,
@@ -96,18 +108,43 @@ class Arm:
         if code != 0:
             raise SystemExit(f"{self.dir / f'run_{self.launches}.log'}: the run failed (exit {code})")
 
-    def run_and_kill_after(self, step: int, rng: random.Random) -> None:
+    def run_and_kill_after(self, step: int, rng: random.Random, fault: str) -> None:
         run, metrics = self.launch()
+        log = self.dir / f"run_{self.launches}.log"
         try:
             while run.poll() is None and (logged_steps(metrics) or [0])[-1] < step:
                 time.sleep(0.2)
             time.sleep(rng.uniform(0.0, 2.0))
+            if run.poll() is not None:
+                raise SystemExit(f"{log}: the run ended before its kill (exit {run.returncode})")
+            if fault == "group":
+                kill_group(run)
+            else:
+                self.stop_by_itself(run, fault, log)
         finally:
             kill_group(run)
-        if run.returncode != -signal.SIGKILL:
-            log = self.dir / f"run_{self.launches}.log"
-            raise SystemExit(f"{log}: the run ended before its kill (exit {run.returncode})")
-        print(f"  killed after step {step} (launch {self.launches}; steps it logged: {logged_steps(metrics)})")
+        print(f"  {fault} after step {step} (launch {self.launches}; steps it logged: {logged_steps(metrics)})")
+
+    def stop_by_itself(self, run: subprocess.Popen, fault: str, log: Path) -> None:
+        """Kill the run's vLLM engine core (``engine``) or send its driver SIGINT (``sigint``); the run must end by
+        itself, non-zero, with every process of its session."""
+        if fault == "engine":
+            engines = [p for p in session(run.pid) if "VLLM::EngineCore" in " ".join(p.cmdline())]
+            if not engines:
+                raise SystemExit(f"{log}: no vLLM engine core in the run (--fault engine needs --rollout vllm)")
+            for engine in engines:
+                engine.kill()
+        else:
+            os.kill(run.pid, signal.SIGINT)
+        faulted = time.monotonic()
+        try:
+            code = run.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise SystemExit(f"{log}: still running {STOP_TIMEOUT_S} s after the {fault} fault: it hung") from None
+        self.stops.append(time.monotonic() - faulted)
+        left = session(run.pid)
+        if code not in (1, 130) or left:
+            raise SystemExit(f"{log}: after the {fault} fault: exit {code}, {len(left)} processes of the run left")
 
     def final_state(self) -> dict:
         step_dir = self.dir / "out" / f"global_step_{self.steps}"
@@ -126,11 +163,25 @@ class Arm:
         return kept
 
 
+def session(sid: int) -> list:
+    """The live processes of the session ``sid`` (a launch: every process of the run, Ray's and vLLM's)."""
+    import psutil
+
+    found = []
+    for process in psutil.process_iter(["status"]):
+        with contextlib.suppress(OSError, psutil.Error):
+            if os.getsid(process.pid) == sid and process.info["status"] != psutil.STATUS_ZOMBIE:
+                found.append(process)
+    return found
+
+
 def kill_group(run: subprocess.Popen) -> None:
-    """SIGKILL the run's process group (the driver and every Ray process), as a lost job dies."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(run.pid, signal.SIGKILL)
-    run.wait(timeout=60)
+    """SIGKILL every process of the run's session (the driver and every Ray and vLLM process), as a lost job dies."""
+    for process in session(run.pid):
+        with contextlib.suppress(Exception):
+            process.kill()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        run.wait(timeout=60)
 
 
 def max_diff(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
@@ -181,20 +232,30 @@ def main() -> None:
     parser.add_argument("--kills", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workdir", type=Path, default=None, help="where the arms run (default: a temporary folder)")
+    parser.add_argument("--rollout", choices=("hf", "vllm"), default="hf")
+    parser.add_argument("--fault", choices=("group", "engine", "sigint"), default="group")
     args = parser.parse_args()
+    if args.fault == "engine" and args.rollout != "vllm":
+        parser.error("--fault engine kills vLLM's engine core: add --rollout vllm")
     root = args.workdir or Path(tempfile.mkdtemp(prefix="rg_verl_soak_"))
-    model = build_tiny_model(root / "model")
+    vllm = args.rollout == "vllm"
+    model = build_tiny_model(root / "model", **(VLLM_MODEL if vllm else {}))
     rng = random.Random(args.seed)
     kill_steps = sorted(rng.sample(range(1, args.steps), args.kills))
-    arms = {name: Arm(root, name, model, args.steps, args.save_every) for name in ("killed", "unbroken", "control")}
-    print(f"soak in {root}: {args.steps} steps, a checkpoint every {args.save_every}, kills after steps {kill_steps}")
+    extra = VLLM_OVERRIDES if vllm else []
+    arms = {name: Arm(root, name, model, args.steps, args.save_every, extra) for name in ("killed", "unbroken", "control")}
+    print(f"soak in {root}: {args.steps} steps on the {args.rollout} rollout, a checkpoint every {args.save_every}, "
+          f"{args.fault} faults after steps {kill_steps}")  # fmt: skip
     started = time.monotonic()
     for step in kill_steps:
-        arms["killed"].run_and_kill_after(step, rng)
+        arms["killed"].run_and_kill_after(step, rng, args.fault)
     arms["killed"].run_to_end()
     arms["unbroken"].run_to_end()
     arms["control"].run_to_end()
     print(f"killed arm: {arms['killed'].launches} launches")
+    if arms["killed"].stops:
+        stops = ", ".join(f"{seconds:.1f}" for seconds in arms["killed"].stops)
+        print(f"seconds from each {args.fault} fault to the run's own exit: {stops}")
     states = {name: arm.final_state() for name, arm in arms.items()}
     rows = compare(states["killed"], states["unbroken"], states["control"], args.steps)
     width = max(len(row[0]) for row in rows)

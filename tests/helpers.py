@@ -10,7 +10,9 @@ import signal
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,10 @@ from unittest import mock
 
 from rg_verl.grpo.reward_curve import read_metrics
 
-__all__ = ["CONFIGS_DIR", "REPO", "read_metrics", "run_train_grpo", "train_on_cpu", "unhurried_scoring", "within"]
+__all__ = [
+    "CONFIGS_DIR", "REPO", "read_metrics", "run_train_grpo", "session_processes", "start_train_grpo", "stop_session",
+    "train_on_cpu", "unhurried_scoring", "wait_for_text", "within",
+]  # fmt: skip
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS_DIR = REPO / "configs"
@@ -35,10 +40,14 @@ NO_DASHBOARD = "++ray_kwargs.ray_init.include_dashboard=false"
 def plugin_env(*modules: str) -> dict[str, str]:
     """The environment that loads the test-only verl plugins ``tests/<module>.py`` in the driver and every Ray
     worker (verl imports ``VERL_USE_EXTERNAL_MODULES``; the module names are top-level on purpose: verl's wheel
-    installs a ``tests`` package of its own)."""
+    installs a ``tests`` package of its own). They are put on the path from a folder of their own: ``tests/`` itself
+    would put ``tests/vllm`` in the place of vLLM."""
+    folder = Path(tempfile.mkdtemp(prefix="rg_verl_plugins_"))
+    for module in modules:
+        (folder / f"{module}.py").symlink_to(REPO / "tests" / f"{module}.py")
     inherited = [m for m in os.environ.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
     return {
-        "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), *filter(None, [os.environ.get("PYTHONPATH")])]),
+        "PYTHONPATH": os.pathsep.join([str(folder), *filter(None, [os.environ.get("PYTHONPATH")])]),
         "VERL_USE_EXTERNAL_MODULES": ",".join([*inherited, *modules]),
     }
 
@@ -77,6 +86,46 @@ def run_train_grpo(
     if check:
         assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     return proc
+
+
+def start_train_grpo(workdir: Path, *args: str, log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """``python train_grpo.py *args`` in ``workdir`` in the background, Ray's dashboard off, in a session of its own
+    (every process of the run, Ray's and vLLM's, is in it: :func:`session_processes`); its output goes to ``log``."""
+    cmd = [sys.executable, str(REPO / "train_grpo.py"), *args, NO_DASHBOARD]
+    with open(log, "w") as out:
+        return subprocess.Popen(cmd, cwd=workdir, env={**os.environ, **(env or {})}, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+
+
+def wait_for_text(run: subprocess.Popen, log: Path, text: str, timeout_s: float) -> bool:
+    """Wait until ``text`` is in ``log`` (True), or the run ended or ``timeout_s`` passed (False)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and run.poll() is None:
+        if text in log.read_text(errors="replace"):
+            return True
+        time.sleep(0.2)
+    return text in log.read_text(errors="replace")
+
+
+def session_processes(session: int) -> list[int]:
+    """The live processes of the session ``session`` (a run started by :func:`start_train_grpo`: its pid)."""
+    import psutil
+
+    found = []
+    for process in psutil.process_iter(["status"]):
+        with contextlib.suppress(OSError, psutil.Error):
+            if os.getsid(process.pid) == session and process.info["status"] != psutil.STATUS_ZOMBIE:
+                found.append(process.pid)
+    return found
+
+
+def stop_session(run: subprocess.Popen) -> None:
+    """SIGKILL every process of the run's session (a test that failed leaves nothing running)."""
+    for pid in session_processes(run.pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        run.wait(timeout=30)
 
 
 def train_on_cpu(

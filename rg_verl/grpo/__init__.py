@@ -2,6 +2,7 @@
 
 - ``launch``: ``train_grpo.py`` and ``rg-verl train``: config lookup, checks, plugins, ``run_ppo``;
 - ``cluster``: a run on a Ray cluster started elsewhere: what its processes must be given;
+- ``watchdog``, ``workers``, ``stopping``: a dead engine or worker, Ctrl-C or SIGTERM ends the run in seconds, by name;
 - ``trainer``: the registered V1 trainer (per-dataset metrics, curriculum updates, reward curve);
 - ``metrics``: per-dataset and per-category means, self-correction rates;
 - ``reward_curve``: the training reward curve as PNG and JSON;

@@ -19,7 +19,7 @@ After each step it prints a progress line (step, mean reward, accuracy, seconds 
 
 A saved step is named in ``latest_checkpointed_iteration.txt`` only once verl has logged it (:meth:`_save_checkpoint`):
 a run stopped in between resumes before that step and trains it again, so that no step is missing from the logs
-and the reward curve (docs/testing.md, "A run that stops").
+and the reward curve (docs/configs.md, "A run that must stop").
 
 After each step it also draws the training reward curve, verl's logged ``critic/score/mean`` per
 step, into ``trainer.default_local_dir``: ``reward_curve.png`` (see :mod:`rg_verl.grpo.reward_curve`), with

@@ -3,16 +3,22 @@
 When a rollout server's process dies, every request to it fails, and verl replaces each prompt group with a failed
 request (:mod:`rg_verl.grpo.sampler`). The replay buffer asks here, at the first failed group, which actors of the
 run died other than by request (Ray's state API: class, Ray name, pid, node, Ray's account of the death), and stops
-the step naming them. :mod:`rg_verl.grpo.watchdog` asks too, for a server that stopped answering. Where the state
-API cannot be reached (a cluster without the dashboard), the answer is "none found".
+the step naming them; it also asks each rollout server whether its vLLM engine runs (:func:`engine_error`: the
+engine core is a child process of verl's server actor, which outlives it). :mod:`rg_verl.grpo.watchdog` asks the
+same all along. Where the state API cannot be reached (a cluster without the dashboard), no dead actor is found.
 """
 
 from __future__ import annotations
 
 import logging
+import re
+import signal
 from dataclasses import dataclass
 
-__all__ = ["DeadActor", "WorkerDiedError", "dead_actors", "raise_if_a_worker_died"]
+__all__ = [
+    "DeadActor", "WorkerDiedError", "dead_actors", "dead_engines", "engine_death", "engine_error", "exit_text", "is_rollout_server",
+    "raise_if_a_worker_died", "server_label",
+]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
@@ -77,9 +83,82 @@ def dead_actors() -> list[DeadActor]:
     return [actor for actor in found if not any(word in actor.cause for word in _INTENDED)]
 
 
+# the Ray names of rollout servers: verl's (vllm_server_<replica>_<node>, sglang_..., reward and teacher models')
+# and the hf rollout's (rg_verl_hf_server_<replica>, rg_verl/hf_rollout/replica.py)
+SERVER_NAME = re.compile(r"(^|_)server_((reward|teacher)_)?(?=\d)")
+
+
+def is_rollout_server(name: str) -> bool:
+    """Whether the Ray actor ``name`` is a rollout server of verl's or of rg-verl's."""
+    return bool(SERVER_NAME.search(name))
+
+
+def server_label(name: str) -> str:
+    """``rollout replica 0 (Ray actor 'vllm_server_0_0')``: a server's replica, read off its Ray name."""
+    match = SERVER_NAME.search(name)
+    replica = name[match.end() :].split("_")[0] if match else ""
+    return f"rollout replica {replica} (Ray actor {name!r})" if replica.isdigit() else f"the Ray actor {name!r}"
+
+
+def exit_text(code: int | None) -> str:
+    """A process's exit code in words: ``killed by SIGKILL``, ``exited with code 1``."""
+    if code is None:
+        return "ended"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+def engine_error(server) -> str | None:
+    """Inside a rollout server actor: None while its engine runs, else what vLLM says of the death.
+
+    verl's ``vLLMHttpServer`` keeps its ``AsyncLLM`` as ``engine`` once launched; an hf server, or a vLLM one still
+    starting, has none and answers None (reaching it at all shows it is alive).
+    """
+    engine = getattr(server, "engine", None)
+    if engine is None or not getattr(engine, "errored", False):
+        return None
+    text = type(engine.dead_error).__name__  # vLLM's message only points at its log
+    # vLLM's record of its engine core processes (vllm/v1/engine/utils.py, CoreEngineProcManager.finished_procs)
+    manager = getattr(getattr(getattr(engine, "engine_core", None), "resources", None), "engine_manager", None)
+    try:
+        finished = manager.finished_procs() if manager is not None else {}
+    except Exception:  # noqa: BLE001 - the exit codes only add detail to a death already found
+        finished = {}
+    exits = [f"{name} {exit_text(code)}" for name, code in finished.items()]
+    return f"{text} ({'; '.join(exits)}; vLLM's log above has its traceback, if it had one)" if exits else text
+
+
+def engine_death(name: str, error: str) -> str:
+    """The death of the engine of the rollout server ``name`` in words, from :func:`engine_error`'s answer."""
+    return f"the vLLM engine of {server_label(name)} died: {error}"
+
+
+def dead_engines(timeout_s: float = STATE_TIMEOUT_S) -> list[str]:
+    """The rollout servers of this run whose vLLM engine died, each in words; a server that does not answer within
+    ``timeout_s`` is left out (a dead server actor is :func:`dead_actors`' to name)."""
+    import ray
+
+    if not ray.is_initialized():
+        return []
+    dead = []
+    for name in filter(is_rollout_server, ray.util.list_named_actors()):
+        try:
+            error = ray.get(ray.get_actor(name).__ray_call__.remote(engine_error), timeout=timeout_s)
+        except Exception:  # noqa: BLE001 - dead, gone or busy: not an engine's death to report here
+            continue
+        if error is not None:
+            dead.append(engine_death(name, error))
+    return dead
+
+
 def raise_if_a_worker_died(what: str) -> None:
-    """Raise :class:`WorkerDiedError` naming every actor of the run that died; ``what`` says what failed."""
-    dead = dead_actors()
-    if not dead:
-        return
-    raise WorkerDiedError(f"{what}, and a Ray worker of this run is dead: {'; '.join(a.describe() for a in dead)}")
+    """Raise :class:`WorkerDiedError` naming every actor and rollout engine of the run that died; ``what`` (what
+    failed) is logged."""
+    dead = [actor.describe() for actor in dead_actors()] + dead_engines()
+    if dead:
+        logger.error("%s, and a worker of this run is dead", what)
+        raise WorkerDiedError("; ".join(dead))

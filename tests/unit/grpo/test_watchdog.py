@@ -1,5 +1,6 @@
-"""rg_verl.grpo.watchdog: which Ray actors are rollout servers, what a dead vLLM engine says, and the watch itself on
-a real Ray cluster (a server whose engine died, a server actor SIGKILLed, a busy server that is not dead)."""
+"""rg_verl.grpo.watchdog (and the engine probe of rg_verl.grpo.workers): which Ray actors are rollout servers, what
+a dead vLLM engine says, and the watch itself on a real Ray cluster (a server whose engine died, a server actor
+SIGKILLed, a busy server that is not dead)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from rg_verl.grpo.watchdog import engine_error, exit_text, is_rollout_server, server_label
+from rg_verl.grpo.workers import engine_error, exit_text, is_rollout_server, server_label
 
 
 @pytest.mark.parametrize(
@@ -102,7 +103,10 @@ WATCH = textwrap.dedent(
     print("other:", watch_until(2))
     hf.block.remote(4)  # a server busy in a long call answers late, and is not dead
     print("busy:", watch_until(3))
+    from rg_verl.grpo.workers import dead_engines
+    print("probe alive:", dead_engines())
     print("engine:", watch_until(10, lambda: ray.get(vllm.kill_engine.remote())))
+    print("probe:", dead_engines())
     ray.get(vllm.kill_engine.remote(False))
     print("server:", watch_until(20, lambda: os.kill(ray.get(hf.pid.remote()), signal.SIGKILL)))
     ray.shutdown()
@@ -117,4 +121,5 @@ def test_the_watch_finds_a_dead_engine_and_a_dead_server_and_nothing_else():
     assert done.returncode == 0, done.stderr[-3000:]
     assert lines["alive"] == "[]" and lines["other"] == "[]" and lines["busy"] == "[]"
     assert lines["engine"] == "[\"the vLLM engine of rollout replica 0 (Ray actor 'vllm_server_0_0') died: EngineDeadError\"]"
+    assert lines["probe alive"] == "[]" and lines["probe"] == lines["engine"]  # the replay buffer's own probe
     assert lines["server"].startswith("[\"the Ray actor 'rg_verl_hf_server_1' died: ")

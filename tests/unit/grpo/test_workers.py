@@ -67,19 +67,22 @@ def test_without_ray_there_is_nothing_to_ask():
     assert workers.dead_actors() == []
 
 
-def test_the_error_names_each_dead_actor_in_one_line(monkeypatch):
+def test_the_error_names_each_dead_actor_and_engine_in_one_line(monkeypatch, caplog):
     dead = [DeadActor("HFRolloutServer", "rg_verl_hf_server_0", 11, "10.0.0.7", "killed"),
             DeadActor("WorkerDict", "", 12, "10.0.0.8", "OUT_OF_MEMORY: low memory")]  # fmt: skip
     monkeypatch.setattr(workers, "dead_actors", lambda: dead)
+    monkeypatch.setattr(workers, "dead_engines", lambda: [workers.engine_death("vllm_server_1_0", "EngineDeadError")])
     with pytest.raises(WorkerDiedError) as error:
         raise_if_a_worker_died("2 prompt group(s) lost a rollout request")
     assert str(error.value) == (
-        "2 prompt group(s) lost a rollout request, and a Ray worker of this run is dead: the Ray actor HFRolloutServer "
-        "'rg_verl_hf_server_0' (pid 11, node 10.0.0.7) died: killed; the Ray actor WorkerDict (pid 12, node 10.0.0.8) "
-        "died: OUT_OF_MEMORY: low memory"
+        "the Ray actor HFRolloutServer 'rg_verl_hf_server_0' (pid 11, node 10.0.0.7) died: killed; the Ray actor "
+        "WorkerDict (pid 12, node 10.0.0.8) died: OUT_OF_MEMORY: low memory; the vLLM engine of rollout replica 1 "
+        "(Ray actor 'vllm_server_1_0') died: EngineDeadError"
     )
+    assert "2 prompt group(s) lost a rollout request, and a worker of this run is dead" in caplog.text
 
 
 def test_no_dead_actor_no_error(monkeypatch):
     monkeypatch.setattr(workers, "dead_actors", lambda: [])
+    monkeypatch.setattr(workers, "dead_engines", lambda: [])
     raise_if_a_worker_died("a group failed")
