@@ -42,6 +42,8 @@ def train(config_name: str = "cpu", config_path: str | None = None, overrides: S
 
     Raises:
         rg_verl.common.schema.ConfigError: before Ray starts, on a config our checks refuse.
+        rg_verl.grpo.stopping.RunStopped: a ``SystemExit`` whose ``line`` says why the run stopped early (a dead
+            engine or server, SIGINT, SIGTERM) and how to resume.
     """
     # deliberately lazy: `import rg_verl` loads no library
     from rg_verl.grpo.launch import run
