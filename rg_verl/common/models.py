@@ -47,7 +47,7 @@ class ContextLength:
 def hub_cache() -> str:
     """The Hugging Face cache this process reads: huggingface_hub's ``HF_HUB_CACHE`` (from HF_HUB_CACHE or
     HF_HOME, read when huggingface_hub is imported)."""
-    from huggingface_hub import constants
+    from huggingface_hub import constants  # lazy, as every huggingface_hub import here: only a hub id needs it
 
     return constants.HF_HUB_CACHE
 
@@ -171,7 +171,7 @@ def context_length(path: str) -> ContextLength | None:
     folder = model_folder(path)
     if folder is None or not os.path.isfile(os.path.join(folder, "config.json")):
         return None
-    from transformers import AutoConfig
+    from transformers import AutoConfig  # lazy: transformers' auto classes take seconds to import
 
     try:
         config = AutoConfig.from_pretrained(folder)
