@@ -243,7 +243,8 @@ def main() -> None:
     rng = random.Random(args.seed)
     kill_steps = sorted(rng.sample(range(1, args.steps), args.kills))
     extra = VLLM_OVERRIDES if vllm else []
-    arms = {name: Arm(root, name, model, args.steps, args.save_every, extra) for name in ("killed", "unbroken", "control")}
+    arms = {name: Arm(root, name, model, args.steps, args.save_every, extra)
+            for name in ("killed", "unbroken", "control")}  # fmt: skip
     print(f"soak in {root}: {args.steps} steps on the {args.rollout} rollout, a checkpoint every {args.save_every}, "
           f"{args.fault} faults after steps {kill_steps}")  # fmt: skip
     started = time.monotonic()

@@ -94,7 +94,8 @@ def teardown(ours: bool, shutdown_s: float = SHUTDOWN_S) -> None:
 
 class StopSignals:
     """SIGINT and SIGTERM raise :class:`Interrupted` in the main thread while the block runs; :meth:`fire` does the
-    same from any thread (a dead engine). :attr:`reason` and :attr:`code` (the exit status) say which. Once :meth:`tearing_down` is called, a second signal kills the run's
+    same from any thread (a dead engine). :attr:`reason` and :attr:`code` (the exit status) say which. Once
+    :meth:`tearing_down` is called, a second signal kills the run's
     processes and exits at once. Outside the main thread (the Python API called from a thread) it does nothing."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -147,7 +148,7 @@ def stop_line(reason: str, folder: str | os.PathLike, command: str | None = None
     """The line a run that stopped early ends with: ``reason``, the checkpoints in ``folder``, how to resume."""
     folder = Path(folder).expanduser().absolute()
     step, interrupted = checkpoint_state(folder)
-    saved = f"the last complete checkpoint is step {step} in {folder}" if step is not None else "no checkpoint was saved"
+    saved = "no checkpoint was saved" if step is None else f"the last complete checkpoint is step {step} in {folder}"
     if interrupted:
         steps = ", ".join(f"global_step_{s}" for s in interrupted)
         saved += f" ({steps}: an interrupted save, which the rerun reports and passes over)"

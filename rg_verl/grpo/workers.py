@@ -16,8 +16,8 @@ import signal
 from dataclasses import dataclass
 
 __all__ = [
-    "DeadActor", "WorkerDiedError", "dead_actors", "dead_engines", "engine_death", "engine_error", "exit_text", "is_rollout_server",
-    "raise_if_a_worker_died", "server_label",
+    "DeadActor", "WorkerDiedError", "dead_actors", "dead_engines", "engine_death", "engine_error", "exit_text",
+    "is_rollout_server", "raise_if_a_worker_died", "server_label",
 ]  # fmt: skip
 
 logger = logging.getLogger(__name__)

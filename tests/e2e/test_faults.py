@@ -176,7 +176,8 @@ def test_a_dead_rollout_server_stops_the_run_naming_it(chain, run_b):
     assert returncode == 1, output[-4000:]  # stopped by itself, within STOP_DEADLINE_S of the kill
     [line] = [line for line in output.splitlines() if line.startswith("[rg-verl] the run stopped: ")]
     # found by the replay buffer at the first failed request, or by the driver's watch: the same words
-    assert line.startswith(f"[rg-verl] the run stopped: the Ray actor HFRolloutServer 'rg_verl_hf_server_0' (pid {pid},")
+    server = f"the Ray actor HFRolloutServer 'rg_verl_hf_server_0' (pid {pid},"
+    assert line.startswith(f"[rg-verl] the run stopped: {server}")
     assert f"; the last complete checkpoint is step 3 in {chain / 'out'}; resume with the same command: " in line
     assert "more than max_refill_batches" not in output  # stopped at the first failed group, not by the bound
     # the quiet console: the log's path first, the step lines, the stop line; no traceback

@@ -145,8 +145,9 @@ def test_ctrl_c_stops_the_run_and_reports_the_save_it_interrupted(full_runs):
     assert seconds < STOP_S and not left
     assert "resuming from the checkpoint of step 2" in output
     [line] = [line for line in output.splitlines() if line.startswith("[rg-verl] the run stopped: ")]
+    ckpt = workdir / "ckpt"
     assert line.startswith(
-        f"[rg-verl] the run stopped: interrupted by SIGINT; the last complete checkpoint is step 2 in {workdir / 'ckpt'}"
+        f"[rg-verl] the run stopped: interrupted by SIGINT; the last complete checkpoint is step 2 in {ckpt}"
         " (global_step_3: an interrupted save, which the rerun reports and passes over); resume with the same command"
     )  # fmt: skip
 

@@ -258,7 +258,9 @@ def test_a_stop_before_the_log_leaves_the_last_logged_step_tracked(monkeypatch, 
     [({}, True), ({"max_actor_ckpt_to_keep": 2}, True), ({"max_actor_ckpt_to_keep": 1}, False),
      ({"max_critic_ckpt_to_keep": 1}, False), ({"remove_previous_ckpt_in_save": True}, False)],
 )  # fmt: skip
-def test_the_tracker_waits_only_where_the_tracked_checkpoint_survives_the_next_save(monkeypatch, tmp_path, keys, defers):
+def test_the_tracker_waits_only_where_the_tracked_checkpoint_survives_the_next_save(
+    monkeypatch, tmp_path, keys, defers
+):
     trainer = saving_trainer(monkeypatch, tmp_path, **keys)
     assert trainer.defers_tracker() is defers
     trainer.global_steps = 3

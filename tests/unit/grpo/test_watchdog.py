@@ -40,8 +40,8 @@ class EngineDeadError(Exception):
 def vllm_server(errored: bool, finished: dict | None = None):
     """verl's vLLMHttpServer as engine_error sees it: its AsyncLLM, and vLLM's record of the engine core processes."""
     manager = SimpleNamespace(finished_procs=lambda: finished or {})
-    engine = SimpleNamespace(errored=errored, dead_error=EngineDeadError("see the log"),
-                             engine_core=SimpleNamespace(resources=SimpleNamespace(engine_manager=manager)))  # fmt: skip
+    core = SimpleNamespace(resources=SimpleNamespace(engine_manager=manager))
+    engine = SimpleNamespace(errored=errored, dead_error=EngineDeadError("see the log"), engine_core=core)
     return SimpleNamespace(engine=engine)
 
 
@@ -120,6 +120,7 @@ def test_the_watch_finds_a_dead_engine_and_a_dead_server_and_nothing_else():
     lines = dict(line.split(": ", 1) for line in done.stdout.splitlines() if ": " in line)
     assert done.returncode == 0, done.stderr[-3000:]
     assert lines["alive"] == "[]" and lines["other"] == "[]" and lines["busy"] == "[]"
-    assert lines["engine"] == "[\"the vLLM engine of rollout replica 0 (Ray actor 'vllm_server_0_0') died: EngineDeadError\"]"
+    death = "the vLLM engine of rollout replica 0 (Ray actor 'vllm_server_0_0') died: EngineDeadError"
+    assert lines["engine"] == str([death])
     assert lines["probe alive"] == "[]" and lines["probe"] == lines["engine"]  # the replay buffer's own probe
     assert lines["server"].startswith("[\"the Ray actor 'rg_verl_hf_server_1' died: ")
