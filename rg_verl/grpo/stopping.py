@@ -78,9 +78,9 @@ def end_processes(processes: list, grace_s: float = TERM_GRACE_S) -> list:
 
 
 def teardown(ours: bool, shutdown_s: float = SHUTDOWN_S) -> None:
-    """End the run's Ray work: ``ray.shutdown()`` within ``shutdown_s``; where this process started the cluster
-    (``ours``), then every process it started that is still there. A joined cluster ends this job's actors itself
-    once the driver has gone."""
+    """End the run's Ray work: ``ray.shutdown()`` within ``shutdown_s`` (on a cluster started elsewhere, or by the
+    caller, that ends this job and so its actors: a hung trainer must not live on), then, where this process started
+    Ray (``ours``), every process of the run that is still there."""
     import ray
 
     processes = run_processes() if ours else []  # before Ray goes: its orphans are no longer our descendants
