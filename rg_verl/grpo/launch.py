@@ -228,7 +228,8 @@ def launch_verl(config: DictConfig) -> None:
     validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
     ours = not ray.is_initialized()  # a cluster the caller started is the caller's
     stop: tuple[str, int] | None = None
-    with shm.RunSegments(), StopSignals() as signals:  # what the run's killed actors leave in /dev/shm goes at the end
+    # what the run's killed actors leave in /dev/shm goes at the end
+    with shm.RunSegments() as segments, StopSignals() as signals:
         watch = EngineWatch(on_death=signals.fire)
         try:
             with watch:
@@ -241,6 +242,7 @@ def launch_verl(config: DictConfig) -> None:
             watch.stop()
             signals.tearing_down()
             if stop is not None:
+                segments.look()  # a weight bucket made since the last look: its maker still maps it
                 teardown(ours)
             elif ours:
                 ray.shutdown()

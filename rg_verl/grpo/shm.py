@@ -134,13 +134,14 @@ class RunSegments:
         self.pids: set[int] = set()
         self._stop = threading.Event()
 
-    def _look(self) -> None:
+    def look(self) -> None:
+        """Note the run's segments now: before its processes are killed, which then hold nothing."""
         self.pids |= run_processes()
         self.seen |= owned(self.before, self.shm, self.pids)
 
     def _watch(self) -> None:
         while not self._stop.wait(self.every_s):
-            self._look()
+            self.look()
 
     def __enter__(self) -> RunSegments:
         self.before = snapshot(self.shm)
@@ -151,5 +152,5 @@ class RunSegments:
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join()
-        self._look()
+        self.look()
         remove_leftovers(self.seen, self.shm, self.grace_s)

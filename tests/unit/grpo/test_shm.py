@@ -69,3 +69,22 @@ def test_a_run_context_removes_what_its_finished_processes_left(tmp_path):
         child.wait(timeout=30)  # it exits without unlinking, as a killed actor does
         assert {"psm_child", f"sem.loky-{child.pid}-child"} <= run.seen
     assert sorted(os.listdir(tmp_path)) == ["psm_nobodys", "sem.loky-1-init"]
+
+
+def test_a_segment_made_since_the_last_look_goes_when_the_run_looks_before_killing_its_maker(tmp_path):
+    # verl's weight bucket of a sync that a dead engine left hanging: made between two of the watch's looks, mapped
+    # by a process of the run that the stop then kills
+    holder = ("import mmap, sys, time\nf = open(sys.argv[1], 'w+b'); f.write(b'0' * mmap.PAGESIZE); f.flush()\n"
+              "m = mmap.mmap(f.fileno(), mmap.PAGESIZE)\nprint('ready', flush=True)\ntime.sleep(60)")  # fmt: skip
+    for look_first in (True, False):
+        with shm.RunSegments(tmp_path, every_s=3600, grace_s=0) as segments:  # no look of its own before the end
+            child = subprocess.Popen([sys.executable, "-c", holder, str(tmp_path / "verl_weights_bucket")],
+                                     stdout=subprocess.PIPE, text=True)  # fmt: skip
+            assert child.stdout.readline().strip() == "ready"
+            if look_first:
+                segments.look()
+            child.kill()
+            child.wait()
+        left = (tmp_path / "verl_weights_bucket").exists()
+        assert left is not look_first  # without the look, nothing of the run holds it at the end: left for good
+        (tmp_path / "verl_weights_bucket").unlink(missing_ok=True)
