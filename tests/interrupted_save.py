@@ -3,7 +3,7 @@
 tests/e2e/test_faults.py loads it into every Ray process (as tests/failing_rollout.py is loaded). It
 wraps verl's ``FSDPCheckpointManager.save_checkpoint``: at step ``RG_VERL_STOP_AT_SAVE`` the actor's shards are
 written, then the worker creates the file ``RG_VERL_SAVE_MARKER`` and waits, so the step's ``data.pt`` and the
-tracker are never written. The test kills the whole run (its process group) once the marker is there.
+tracker are never written. The test stops the run (a signal) once the marker is there.
 """
 
 import os

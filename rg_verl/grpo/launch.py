@@ -226,28 +226,48 @@ def launch_verl(config: DictConfig) -> None:
     from verl.utils.config import validate_config
 
     validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
-    ours = not ray.is_initialized()  # a cluster the caller started is the caller's
+    # run_ppo starts Ray here, or joins the cluster ray_kwargs names; one that the caller started is the caller's
+    ours = not ray.is_initialized()
     stop: tuple[str, int] | None = None
     # what the run's killed actors leave in /dev/shm goes at the end
     with shm.RunSegments() as segments, StopSignals() as signals:
         watch = EngineWatch(on_death=signals.fire)
         try:
             with watch:
-                run_ppo(config, task_runner_class=TaskRunnerV1)
+                run_ppo(config, task_runner_class=SignalsAfterRayInit(TaskRunnerV1, signals))
         except KeyboardInterrupt:  # ours (stopping.Interrupted), raised again by Ray's ray.get as a plain one
             stop = (signals.reason or "interrupted by SIGINT", signals.code if signals.reason else 130)
         except WorkerDiedError as died:  # raised in the trainer: Ray's error is also an instance of its cause
             stop = (str(getattr(died, "cause", died)), 1)
         finally:
+            signals.tearing_down()  # first: a signal from here on ends everything at once
             watch.stop()
-            signals.tearing_down()
             if stop is not None:
                 segments.look()  # a weight bucket made since the last look: its maker still maps it
-                teardown(ours)
+                stopped_in_time = teardown(ours, exclude=signals.before)
             elif ours:
                 ray.shutdown()
     if stop is not None:
-        raise RunStopped(stop_line(stop[0], config.trainer.default_local_dir), stop[1])
+        mode = config.trainer.get("resume_mode", "auto")
+        line = stop_line(stop[0], config.trainer.default_local_dir, resume_mode=mode)
+        raise RunStopped(line, stop[1], hard_exit=not stopped_in_time)
+
+
+class SignalsAfterRayInit:
+    """verl's task runner class as ``run_ppo`` takes it (its ``task_runner_class``), putting the run's signal handlers
+    back first: ``run_ppo`` calls ``.remote()`` (or ``.options()``) on it right after its ``ray.init``, in the main
+    thread, and ``ray.init`` puts in a SIGTERM handler of its own (``ray/_private/worker.py``, ``sigterm_handler``)."""
+
+    def __init__(self, runner_class, signals: StopSignals):
+        self.runner_class, self.signals = runner_class, signals
+
+    def remote(self, *args, **kwargs):
+        self.signals.install()
+        return self.runner_class.remote(*args, **kwargs)
+
+    def options(self, *args, **kwargs):
+        self.signals.install()
+        return self.runner_class.options(*args, **kwargs)
 
 
 def resume_line(config: DictConfig, step: int) -> str:
@@ -268,4 +288,7 @@ def main_task(config: DictConfig) -> None:
         sys.exit(f"Invalid config: {error}")
     except RunStopped as stopped:
         print(stopped.line, file=sys.stderr, flush=True)
+        if stopped.hard_exit:  # Ray's exit hook would wait for the shutdown that hung
+            sys.stdout.flush()
+            os._exit(stopped.code)
         raise

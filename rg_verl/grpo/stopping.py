@@ -39,19 +39,20 @@ class Interrupted(KeyboardInterrupt):
 
 
 class RunStopped(SystemExit):
-    """The run stopped early: ``line`` is what the command prints, ``code`` its exit status."""
+    """The run stopped early: ``line`` is what the command prints, ``code`` its exit status. ``hard_exit``: Ray did
+    not shut down in time, and its exit hook would wait for it, so the command ends with ``os._exit``."""
 
-    def __init__(self, line: str, code: int):
+    def __init__(self, line: str, code: int, hard_exit: bool = False):
         super().__init__(code)
-        self.line = line
+        self.line, self.hard_exit = line, hard_exit
 
 
-def run_processes() -> list:
-    """This process's descendants now (psutil processes)."""
+def run_processes(exclude: set[int] = frozenset()) -> list:
+    """This process's descendants now (psutil processes), but those in ``exclude``."""
     import psutil
 
     try:
-        return psutil.Process().children(recursive=True)
+        return [p for p in psutil.Process().children(recursive=True) if p.pid not in exclude]
     except psutil.Error:
         return []
 
@@ -77,51 +78,64 @@ def end_processes(processes: list, grace_s: float = TERM_GRACE_S) -> list:
     return left
 
 
-def teardown(ours: bool, shutdown_s: float = SHUTDOWN_S) -> None:
+def teardown(ours: bool, exclude: set[int] = frozenset(), shutdown_s: float = SHUTDOWN_S) -> bool:
     """End the run's Ray work: ``ray.shutdown()`` within ``shutdown_s`` (on a cluster started elsewhere, or by the
     caller, that ends this job and so its actors: a hung trainer must not live on), then, where this process started
-    Ray (``ours``), every process of the run that is still there."""
+    Ray (``ours``), every process of the run that is still there (not those in ``exclude``: the ones from before the
+    run). Returns whether Ray shut down in time."""
     import ray
 
-    processes = run_processes() if ours else []  # before Ray goes: its orphans are no longer our descendants
+    processes = run_processes(exclude) if ours else []  # before Ray goes: its orphans are no longer our descendants
     stopper = threading.Thread(target=ray.shutdown, name="rg-verl-ray-shutdown", daemon=True)
     stopper.start()
     stopper.join(shutdown_s)
     if stopper.is_alive():
         logger.warning("ray.shutdown() still running after %.0f s; ending the run's processes", shutdown_s)
     end_processes(processes)
+    return not stopper.is_alive()
 
 
 class StopSignals:
     """SIGINT and SIGTERM raise :class:`Interrupted` in the main thread while the block runs; :meth:`fire` does the
-    same from any thread (a dead engine). :attr:`reason` and :attr:`code` (the exit status) say which. Once
-    :meth:`tearing_down` is called, a second signal kills the run's
-    processes and exits at once. Outside the main thread (the Python API called from a thread) it does nothing."""
+    same from any thread (a dead engine). :attr:`reason` and :attr:`code` (the exit status) say which. A signal
+    after the first, or once :meth:`tearing_down` is called, kills the run's processes (not :attr:`before`, this
+    process's children from before the block) and exits at once. ``ray.init`` puts its own SIGTERM handler in place:
+    :meth:`install` puts ours back. Outside the main thread (the Python API called from a thread) it does nothing."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
     def __init__(self):
         self.reason: str | None = None
         self.code = 1
-        self._tearing_down = False
+        self.before: set[int] = set()
+        self._now = False  # the next signal ends everything at once
         self._saved: dict[int, object] = {}
 
     def __enter__(self) -> StopSignals:
         if threading.current_thread() is threading.main_thread():
-            self._saved = {sig: signal.signal(sig, self._handle) for sig in self.SIGNALS}
+            self.before = {p.pid for p in run_processes()}
+            self._saved = {sig: signal.getsignal(sig) for sig in self.SIGNALS}
+            self.install()
         return self
 
     def __exit__(self, *exc) -> None:
         for sig, handler in self._saved.items():
             signal.signal(sig, handler)
 
+    def install(self) -> None:
+        """Our handlers, again (from the main thread, while the block runs)."""
+        if self._saved and threading.current_thread() is threading.main_thread():
+            for sig in self.SIGNALS:
+                signal.signal(sig, self._handle)
+
     def _handle(self, signum, frame) -> None:
-        if self._tearing_down:
+        if self._now:
             print(f"{MARK} {signal.Signals(signum).name} again: killing the run's processes", file=sys.stderr)
-            end_processes(run_processes(), grace_s=0.5)
+            end_processes(run_processes(self.before), grace_s=0.5)
             os._exit(128 + signum)
         if self.reason is None:  # a signal of the user's; a dead engine set its own reason before firing
             self.reason, self.code = f"interrupted by {signal.Signals(signum).name}", 128 + signum
+        self._now = True
         raise Interrupted(self.reason)
 
     def fire(self, reason: str) -> None:
@@ -133,7 +147,7 @@ class StopSignals:
 
     def tearing_down(self) -> None:
         """From now on a signal means "now": the run's processes are killed and the process exits."""
-        self._tearing_down = True
+        self._now = True
 
 
 def resume_command(argv: list[str] | None = None) -> str:
@@ -144,14 +158,17 @@ def resume_command(argv: list[str] | None = None) -> str:
     return shlex.join([os.path.basename(argv[0]) if argv else "rg-verl", *argv[1:]])
 
 
-def stop_line(reason: str, folder: str | os.PathLike, command: str | None = None) -> str:
-    """The line a run that stopped early ends with: ``reason``, the checkpoints in ``folder``, how to resume."""
+def stop_line(reason: str, folder: str | os.PathLike, command: str | None = None, resume_mode: str = "auto") -> str:
+    """The line a run that stopped early ends with: ``reason``, the checkpoints in ``folder``, how to resume (with
+    ``trainer.resume_mode=auto`` where the run had another mode, which would not resume from the last checkpoint)."""
     folder = Path(folder).expanduser().absolute()
     step, interrupted = checkpoint_state(folder)
-    saved = "no checkpoint was saved" if step is None else f"the last complete checkpoint is step {step} in {folder}"
+    saved = "no complete checkpoint" if step is None else f"the last complete checkpoint is step {step} in {folder}"
     if interrupted:
         steps = ", ".join(f"global_step_{s}" for s in interrupted)
         saved += f" ({steps}: an interrupted save, which the rerun reports and passes over)"
-    again = "resume with the same command" if step is not None else "start again with the same command"
-    return f"{MARK} the run stopped: {reason}; {saved}; {again}: {command or resume_command()}"
-
+    if command is None:
+        argv = [arg for arg in sys.argv if not arg.lstrip("+").startswith("trainer.resume_mode=")]
+        command = resume_command(argv + ["trainer.resume_mode=auto"] if resume_mode != "auto" else argv)
+    again = "resume with" if step is not None else "start again with"
+    return f"{MARK} the run stopped: {reason}; {saved}; {again}: {command}"

@@ -64,8 +64,8 @@ class ReasoningGymTrainer(PPOTrainerSync):
         trainer, actor = self.config.trainer, self.config.actor_rollout_ref.actor
         if (actor.get("checkpoint") or {}).get("async_save", False):
             return False
-        keep = [trainer.get("max_actor_ckpt_to_keep"), trainer.get("max_critic_ckpt_to_keep")]
-        return not trainer.get("remove_previous_ckpt_in_save", False) and all(k is None or k >= 2 for k in keep)
+        keep = [trainer.get("max_actor_ckpt_to_keep"), trainer.get("max_critic_ckpt_to_keep")]  # None or 0: all
+        return not trainer.get("remove_previous_ckpt_in_save", False) and all(not k or k >= 2 for k in keep)
 
     def _save_checkpoint(self):
         # verl's method: saves the step, then writes it into the tracker; the tracker goes back to the last logged

@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 
-from rg_verl.grpo.workers import dead_actors, engine_death, engine_error, is_rollout_server
+from rg_verl.grpo.workers import dead_actors, engine_death, engine_error, from_error, is_rollout_server
 
 __all__ = ["EngineWatch"]
 
@@ -52,7 +51,7 @@ class EngineWatch:
         with self._armed:
             self._stop.set()
         if self._thread is not threading.current_thread():
-            self._thread.join(timeout=10)
+            self._thread.join(timeout=2)  # a look in flight ends on its own; nothing it finds is reported
 
     def _run(self) -> None:
         while not self._stop.wait(self.every_s):
@@ -74,7 +73,7 @@ class EngineWatch:
     def look(self) -> str | None:
         """One poll of every rollout server; what died, or None."""
         import ray
-        from ray.exceptions import RayActorError
+        from ray.exceptions import ActorDiedError, ActorUnavailableError
 
         if not ray.is_initialized():
             return None
@@ -92,23 +91,16 @@ class EngineWatch:
             del self.pending[name]
             try:
                 error = ray.get(poll)
-            except RayActorError as died:
+            except ActorDiedError as died:
                 return self.describe_dead_actor(name, died)
+            except ActorUnavailableError:  # for now (a network blip, a restart): asked again
+                continue
             if error is not None:
                 return engine_death(name, error)
         return None
 
     @staticmethod
-    def describe_dead_actor(name: str, error: Exception, wait_s: float = 5.0) -> str:
-        """A dead server in words: Ray's state API's account (pid, node, cause), once it has one (up to ``wait_s``),
-        else Ray's error."""
-        deadline = time.monotonic() + wait_s
-        while True:
-            for actor in dead_actors():
-                if actor.name == name:
-                    return actor.describe()
-            if time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
-        first = next((line.strip() for line in str(error).splitlines() if line.strip()), type(error).__name__)
-        return f"the Ray actor {name!r} died: {first}"
+    def describe_dead_actor(name: str, error: Exception) -> str:
+        """A dead server in words (class, Ray name, pid, node, cause): Ray's state API's account, else Ray's error's."""
+        found = [actor for actor in dead_actors() if actor.name == name]
+        return (found[0] if found else from_error(name, error)).describe()

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "DeadActor", "WorkerDiedError", "dead_actors", "dead_engines", "engine_death", "engine_error", "exit_text",
-    "is_rollout_server", "raise_if_a_worker_died", "server_label",
+    "from_error", "is_rollout_server", "raise_if_a_worker_died", "server_label",
 ]  # fmt: skip
 
 logger = logging.getLogger(__name__)
@@ -63,18 +63,36 @@ def _from_state(actor) -> DeadActor:
     )
 
 
+def from_error(name: str, error: Exception) -> DeadActor:
+    """A dead actor as Ray's ``ActorDiedError`` describes it (its ``class_name:``, ``pid:`` and ``ip:`` lines, then
+    the cause), where the state API has no account of it."""
+    fields, cause = {}, []
+    for line in str(error).splitlines():
+        key, sep, value = line.strip().partition(": ")
+        if line.startswith("\t") and sep:
+            fields[key] = value.strip()
+        elif line.strip() and not line.startswith("\t") and fields:
+            cause.append(line.strip())
+    text = " ".join(cause).split(" Some common causes include:", 1)[0] or "no cause recorded"
+    pid = fields.get("pid", "")
+    return DeadActor(fields.get("class_name", "actor"), name, int(pid) if pid.isdigit() else None,
+                     fields.get("ip", ""), text)  # fmt: skip
+
+
 def dead_actors() -> list[DeadActor]:
-    """The actors of this Ray cluster that died other than by request; [] where the state API cannot answer."""
+    """The actors of this run's Ray job that died other than by request; [] where the state API cannot answer."""
     import ray
     from ray.util.state import list_actors
 
     if not ray.is_initialized():
         return []
+    context = ray.get_runtime_context()
     try:
-        # the address of this process's own cluster: on a machine that runs several, Ray would refuse to guess
+        # the address of this process's own cluster: on a machine that runs several, Ray would refuse to guess; the
+        # job's actors only: a cluster that outlives runs keeps an earlier run's dead actors, of the same names
         states = list_actors(
-            address=ray.get_runtime_context().gcs_address, filters=[("state", "=", "DEAD")], detail=True,
-            timeout=STATE_TIMEOUT_S, raise_on_missing_output=False,
+            address=context.gcs_address, filters=[("state", "=", "DEAD"), ("job_id", "=", context.get_job_id())],
+            detail=True, timeout=STATE_TIMEOUT_S, raise_on_missing_output=False,
         )  # fmt: skip
     except Exception as error:  # noqa: BLE001 - a missing dashboard must not stop the run on its own
         logger.warning("could not ask Ray which actors died (%s); the refill bound still ends the step", error)

@@ -3,8 +3,8 @@ Ray run costs the suite a minute or more).
 
 - **Run A**: a rollout request fails in step 1 (tests/failing_rollout.py: its group is replaced, never trained
   short, rg_verl/grpo/sampler.py), and the save of step 3 stops half-way (tests/interrupted_save.py), when the test
-  sends the driver SIGINT (Ctrl-C): the run stops within seconds, every process of it gone, naming the save it
-  interrupted (rg_verl/grpo/stopping.py).
+  sends the driver SIGTERM (what a scheduler sends; Ctrl-C's SIGINT is tests/vllm/test_grpo_vllm.py's): the run
+  stops within seconds, every process of it gone, naming the save it interrupted (rg_verl/grpo/stopping.py).
 - **Run B** runs the same command again (``trainer.resume_mode=auto``, the default): it reports the interrupted
   save and resumes from step 2 (rg_verl/grpo/resume.py), trains step 3, and in the middle of step 4 its rollout
   server's process is SIGKILLed, as the out-of-memory killer would. The run stops, naming the dead server
@@ -91,14 +91,14 @@ def finish(run: subprocess.Popen, timeout_s: float) -> int:
 
 @pytest.fixture(scope="module")
 def run_a(chain) -> tuple[str, int, list[int]]:
-    """Run A's output, its exit code and the processes of its session still there after it: SIGINT in its save of
+    """Run A's output, its exit code and the processes of its session still there after it: SIGTERM in its save of
     step 3."""
     marker = chain / "saving"
     run = launch(chain, "a", RG_VERL_STOP_AT_SAVE="3", RG_VERL_SAVE_MARKER=str(marker))
     try:
         wait_for(run, marker, FAULT_DEADLINE_S)
         assert marker.exists(), (chain / "a.log").read_text()[-4000:]
-        os.kill(run.pid, signal.SIGINT)
+        os.kill(run.pid, signal.SIGTERM)
         returncode = finish(run, STOP_DEADLINE_S)
         left = session_processes(run.pid)
     finally:
@@ -145,15 +145,15 @@ def test_a_group_with_a_failed_rollout_is_replaced_and_every_step_trains_full_gr
         assert step["train/reasoning_gym/chain_sum/groups/all_correct"] >= 0  # the step's groups were read back
 
 
-def test_ctrl_c_in_a_save_stops_the_run_naming_the_interrupted_save_and_the_last_complete_checkpoint(chain, run_a):
+def test_sigterm_in_a_save_stops_the_run_naming_the_interrupted_save_and_the_last_complete_checkpoint(chain, run_a):
     output, returncode, left = run_a
-    assert returncode == 130, output[-4000:]  # stopped by itself, within STOP_DEADLINE_S of the signal
+    assert returncode == 143, output[-4000:]  # stopped by itself, within STOP_DEADLINE_S of the signal
     assert not left  # Ray's processes are gone with it
     out = chain / "out"
     [line] = [line for line in output.splitlines() if line.startswith("[rg-verl] the run stopped: ")]
     assert line.startswith(
-        f"[rg-verl] the run stopped: interrupted by SIGINT; the last complete checkpoint is step 2 in {out} "
-        "(global_step_3: an interrupted save, which the rerun reports and passes over); resume with the same command: "
+        f"[rg-verl] the run stopped: interrupted by SIGTERM; the last complete checkpoint is step 2 in {out} "
+        "(global_step_3: an interrupted save, which the rerun reports and passes over); resume with: "
         f"python {REPO / 'train_grpo.py'} "
     )  # fmt: skip
 
@@ -178,7 +178,7 @@ def test_a_dead_rollout_server_stops_the_run_naming_it(chain, run_b):
     # found by the replay buffer at the first failed request, or by the driver's watch: the same words
     server = f"the Ray actor HFRolloutServer 'rg_verl_hf_server_0' (pid {pid},"
     assert line.startswith(f"[rg-verl] the run stopped: {server}")
-    assert f"; the last complete checkpoint is step 3 in {chain / 'out'}; resume with the same command: " in line
+    assert f"; the last complete checkpoint is step 3 in {chain / 'out'}; resume with: " in line
     assert "more than max_refill_batches" not in output  # stopped at the first failed group, not by the bound
     # the quiet console: the log's path first, the step lines, the stop line; no traceback
     [log] = (chain / "out" / "logs").glob("train-*.log")

@@ -3,6 +3,7 @@ stopped run ends with names what stopped it, its checkpoints and the command tha
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -30,15 +31,15 @@ def test_the_line_names_the_reason_the_last_complete_checkpoint_the_interrupted_
     line = stop_line("interrupted by SIGINT", tmp_path, command="python train_grpo.py x=1")
     assert line == (
         f"[rg-verl] the run stopped: interrupted by SIGINT; the last complete checkpoint is step 2 in {tmp_path} "
-        "(global_step_3: an interrupted save, which the rerun reports and passes over); resume with the same "
-        "command: python train_grpo.py x=1"
+        "(global_step_3: an interrupted save, which the rerun reports and passes over); resume with: "
+        "python train_grpo.py x=1"
     )
     assert "\n" not in line
 
 
 def test_a_run_that_saved_nothing_starts_again(tmp_path):
     line = stop_line("the engine died", tmp_path / "never", command="rg-verl train")
-    assert line.endswith("the engine died; no checkpoint was saved; start again with the same command: rg-verl train")
+    assert line.endswith("the engine died; no complete checkpoint; start again with: rg-verl train")
 
 
 def test_the_resume_command_is_the_one_typed():
@@ -102,22 +103,57 @@ def test_a_process_that_ignores_sigterm_is_killed_after_the_grace():
     assert not any(p.is_running() for p in processes)
 
 
-def test_a_second_signal_while_tearing_down_kills_the_processes_and_exits():
+def test_a_second_signal_while_tearing_down_kills_the_runs_processes_and_exits():
     script = (
         "import os, signal, subprocess, sys, time\n"
         "from rg_verl.grpo.stopping import StopSignals\n"
-        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
-        "print(child.pid, flush=True)\n"
+        "sleep = [sys.executable, '-c', 'import time; time.sleep(60)']\n"
+        "quiet = dict(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # the test reads the pipes to the end\n"
+        "before = subprocess.Popen(sleep, start_new_session=True, **quiet)\n"
         "with StopSignals() as signals:\n"
+        "    child = subprocess.Popen(sleep, **quiet)\n"
+        "    print(before.pid, child.pid, flush=True)\n"
         "    signals.tearing_down()\n"
         "    os.kill(os.getpid(), signal.SIGINT)\n"
         "    time.sleep(30)\n"
         "print('not reached')\n"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 130
-    assert "SIGINT again: killing the run's processes" in done.stderr
-    assert "not reached" not in done.stdout
-    child = int(done.stdout.split()[0])
-    with pytest.raises(ProcessLookupError):
-        os.kill(child, 0)
+    before, child = map(int, done.stdout.split()[:2])
+    try:
+        assert done.returncode == 130
+        assert "SIGINT again: killing the run's processes" in done.stderr
+        assert "not reached" not in done.stdout
+        with pytest.raises(ProcessLookupError):
+            os.kill(child, 0)  # the run's child: killed
+        os.kill(before, 0)  # a child from before the run is not the run's: left alone
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(before, signal.SIGKILL)
+
+
+RAY_SIGTERM = (
+    "import os, signal, threading, time\n"
+    "import ray\n"
+    "from rg_verl.grpo.launch import SignalsAfterRayInit\n"
+    "from rg_verl.grpo.stopping import StopSignals\n"
+    "@ray.remote\n"
+    "class Runner:\n"
+    "    def run(self):\n"
+    "        time.sleep(60)\n"
+    "with StopSignals() as signals:\n"
+    "    ray.init(num_cpus=1, include_dashboard=False)  # as run_ppo does, with Ray's own SIGTERM handler\n"
+    "    runner = SignalsAfterRayInit(Runner, signals).remote()\n"
+    "    threading.Timer(3, lambda: os.kill(os.getpid(), signal.SIGTERM)).start()\n"
+    "    try:\n"
+    "        ray.get(runner.run.remote())\n"
+    "    except KeyboardInterrupt:\n"
+    "        print('stopped:', signals.reason, signals.code, flush=True)\n"
+    "ray.shutdown()\n"
+)
+
+
+@pytest.mark.slow
+def test_sigterm_reaches_the_run_after_ray_put_its_own_handler_in():
+    done = subprocess.run([sys.executable, "-c", RAY_SIGTERM], capture_output=True, text=True, timeout=300)
+    assert "stopped: interrupted by SIGTERM 143" in done.stdout, done.stderr[-3000:]

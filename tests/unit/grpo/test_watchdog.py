@@ -123,4 +123,6 @@ def test_the_watch_finds_a_dead_engine_and_a_dead_server_and_nothing_else():
     death = "the vLLM engine of rollout replica 0 (Ray actor 'vllm_server_0_0') died: EngineDeadError"
     assert lines["engine"] == str([death])
     assert lines["probe alive"] == "[]" and lines["probe"] == lines["engine"]  # the replay buffer's own probe
-    assert lines["server"].startswith("[\"the Ray actor 'rg_verl_hf_server_1' died: ")
+    # without Ray's dashboard, from Ray's own error: the class, the name, the pid and the cause
+    assert lines["server"].startswith("[\"the Ray actor Server 'rg_verl_hf_server_1' (pid ")
+    assert "died: The actor is dead because its worker process has died." in lines["server"]

@@ -17,6 +17,10 @@ LEFT = (
 )
 
 
+# this process's Ray context as dead_actors reads it
+CONTEXT = SimpleNamespace(gcs_address="127.0.0.1:1", get_job_id=lambda: "03000000")
+
+
 def state(name: str, message: str, reason: str = "WORKER_DIED", pid: int = 4242) -> SimpleNamespace:
     """An actor as ray.util.state.list_actors(detail=True) gives it."""
     context = {"error_message": message, "reason": reason, "node_ip_address": "10.0.0.7", "pid": pid}
@@ -43,10 +47,13 @@ def test_actors_that_left_on_request_are_not_reported(monkeypatch):
     import ray.util.state
 
     monkeypatch.setattr(ray, "is_initialized", lambda: True)
-    monkeypatch.setattr(ray, "get_runtime_context", lambda: SimpleNamespace(gcs_address="127.0.0.1:1"))
+    monkeypatch.setattr(ray, "get_runtime_context", lambda: CONTEXT)
     listed = [state("rg_verl_hf_server_0", KILLED), state("leaver", LEFT, pid=7)]
-    monkeypatch.setattr(ray.util.state, "list_actors", lambda **kwargs: listed)
+    asked = []
+    monkeypatch.setattr(ray.util.state, "list_actors", lambda **kwargs: asked.append(kwargs) or listed)
     assert [actor.name for actor in workers.dead_actors()] == ["rg_verl_hf_server_0"]
+    # this job's actors only: a cluster that outlives runs keeps an earlier run's dead servers, of the same names
+    assert asked[0]["filters"] == [("state", "=", "DEAD"), ("job_id", "=", "03000000")]
 
 
 def test_an_unreachable_state_api_reports_nothing_and_leaves_the_refill_bound_to_stop_the_step(monkeypatch, caplog):
@@ -57,7 +64,7 @@ def test_an_unreachable_state_api_reports_nothing_and_leaves_the_refill_bound_to
         raise ConnectionError("no dashboard")
 
     monkeypatch.setattr(ray, "is_initialized", lambda: True)
-    monkeypatch.setattr(ray, "get_runtime_context", lambda: SimpleNamespace(gcs_address="127.0.0.1:1"))
+    monkeypatch.setattr(ray, "get_runtime_context", lambda: CONTEXT)
     monkeypatch.setattr(ray.util.state, "list_actors", unreachable)
     assert workers.dead_actors() == []
     assert "could not ask Ray which actors died (no dashboard)" in caplog.text
@@ -86,3 +93,16 @@ def test_no_dead_actor_no_error(monkeypatch):
     monkeypatch.setattr(workers, "dead_actors", lambda: [])
     monkeypatch.setattr(workers, "dead_engines", lambda: [])
     raise_if_a_worker_died("a group failed")
+
+
+# Ray's ActorDiedError of a call to an actor whose process was SIGKILLed (ray 2.60's layout)
+DIED = (
+    "The actor died unexpectedly before finishing this task.\n\tclass_name: HFRolloutServer\n\tactor_id: 8f1e\n"
+    "\tpid: 4242\n\tname: rg_verl_hf_server_0\n\tnamespace: abc\n\tip: 10.0.0.7\n" + KILLED
+)
+
+
+def test_a_dead_actor_is_read_off_rays_error_where_the_state_api_has_no_account():
+    actor = workers.from_error("rg_verl_hf_server_0", RuntimeError(DIED))
+    assert actor == DeadActor("HFRolloutServer", "rg_verl_hf_server_0", 4242, "10.0.0.7", KILLED.split(" Some")[0])
+    assert workers.from_error("x", RuntimeError("gone")) == DeadActor("actor", "x", None, "", "no cause recorded")
