@@ -5,7 +5,7 @@ module each at a time (every module that starts a vLLM engine on one worker, one
 tests/conftest.py's ``SAME_WORKER``); where vLLM is not importable (the main environment) every test here is
 skipped. Each test has a hard time limit, and the training runs and the greedy evaluation check that they left
 nothing in ``/dev/shm`` (vLLM's message queues, verl's weight buckets; :class:`SegmentWatch`). A segment that the
-other worker's processes held is that worker's, not a leftover of this one's run.
+other worker's processes, or another program's, held or made is theirs, not a leftover of this one's run.
 """
 
 from __future__ import annotations
@@ -44,20 +44,27 @@ def shm_entries() -> set[str]:
     return {name for name in snapshot(SHM) if name.startswith(PREFIXES) or LOKY.match(name)}
 
 
-def other_workers_pids() -> list[int]:
-    """The live processes that belong to another pytest-xdist worker: they carry its ``PYTEST_XDIST_WORKER`` (every
-    process a test starts inherits it, Ray's and vLLM's included). None outside xdist."""
+# every process this pytest session starts (xdist's workers, Ray's and vLLM's processes) inherits this mark; a
+# process without it is another program's
+OWNER = "RG_VERL_TEST_OWNER"
+os.environ.setdefault(OWNER, str(os.getpid()))
+
+
+def foreign_pids() -> list[int]:
+    """The live processes that are not this worker's: another program's (they lack this session's :data:`OWNER`
+    mark) or another pytest-xdist worker's (they carry its ``PYTEST_XDIST_WORKER``)."""
+    owner = f"{OWNER}={os.environ[OWNER]}".encode()
     ours, key = os.environ.get("PYTEST_XDIST_WORKER"), b"PYTEST_XDIST_WORKER="
-    if ours is None:
-        return []
     pids = []
     for entry in filter(str.isdigit, os.listdir("/proc")):
+        if int(entry) == os.getpid():  # its /proc environ is the one it started with, without the mark
+            continue
         try:
             environ = (Path("/proc") / entry / "environ").read_bytes().split(b"\0")
-        except OSError:  # not a process, gone, or not ours to read
+        except OSError:  # gone, or not ours to read
             continue
         workers = {value[len(key) :] for value in environ if value.startswith(key)}
-        if workers and workers != {ours.encode()}:
+        if owner not in environ or (ours is not None and workers and workers != {ours.encode()}):
             pids.append(int(entry))
     return pids
 
@@ -65,10 +72,10 @@ def other_workers_pids() -> list[int]:
 class SegmentWatch:
     """Watches ``/dev/shm`` over a block. :attr:`left` then holds the segments of :func:`shm_entries` that appeared
     in it and are still there up to ``grace_s`` after it (a killed process of the run may take a while to end under
-    load; a leak stays for good), less every segment the other worker's processes held while the block and the grace
-    lasted (looked for every ``every_s`` seconds): an engine of the other worker that has just ended holds its queues
-    no more, but they are its own. A segment that a live process of this worker's still holds counts: a process of
-    the run that outlived it would hold its segments.
+    load; a leak stays for good), less every segment that a process of :func:`foreign_pids` held, or made (a joblib
+    semaphore names its maker), while the block and the grace lasted (looked for every ``every_s`` seconds): an
+    engine of the other worker that has just ended holds its queues no more, but they are its own. A segment that a
+    live process of this worker's still holds counts: a process of the run that outlived it would hold its segments.
 
         with SegmentWatch() as shm:
             train(...)
@@ -82,9 +89,11 @@ class SegmentWatch:
         self._stop = threading.Event()
 
     def _look(self) -> None:
-        from rg_verl.grpo.shm import used_by
+        from rg_verl.grpo.shm import LOKY, used_by
 
-        self.theirs |= used_by(other_workers_pids(), SHM)
+        foreign = foreign_pids()
+        makers = {name: int(LOKY.match(name).group(1)) for name in shm_entries() if LOKY.match(name)}
+        self.theirs |= used_by(foreign, SHM) | {name for name, pid in makers.items() if pid in set(foreign)}
 
     def _watch(self) -> None:
         while not self._stop.wait(self.every_s):
