@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from reasoning_gym.factory import get_score_answer_fn
@@ -124,51 +124,22 @@ def _correctness(name: str, answer: str | None, entry: dict, by_math: bool = Fal
     return clamp_unit(score), False
 
 
-# --- the reward kwargs: checked once by rg_verl.reward.config.RewardConfig, cached per distinct value ---
-
-
-def _frozen(value: Any) -> Any:
-    """``value`` as a hashable cache key that keeps every type.
-
-    Types are kept because ``True == 1 == 1.0`` in Python while they are different settings (a bool
-    weight is an error), and so that :func:`_thawed` gives back mappings and sequences.
-    """
-    if isinstance(value, Mapping):  # a dict, or OmegaConf's DictConfig from verl
-        return dict, tuple((key, _frozen(item)) for key, item in value.items())
-    if isinstance(value, Sequence) and not isinstance(value, str | bytes):  # a list, a tuple, a ListConfig
-        return list, tuple(_frozen(item) for item in value)
-    return type(value), value
-
-
-def _thawed(key: Any) -> Any:
-    """The plain value of a :func:`_frozen` key: dicts and lists, as a YAML config has them."""
-    kind, value = key
-    if kind is dict:
-        return {name: _thawed(item) for name, item in value}
-    return [_thawed(item) for item in value] if kind is list else value
-
-
-@functools.lru_cache(maxsize=64)
-def _checked(key: Any) -> RewardConfig:
-    return RewardConfig.from_section(_thawed(key))
+# verl merges the same reward kwargs into every call (verl/trainer/ppo/reward.py, get_custom_reward_fn):
+# each distinct value is checked once; repr keeps apart values that compare equal (True == 1)
+_CHECKED: dict[str, RewardConfig] = {}
 
 
 def reward_config(**given: Any) -> RewardConfig:
-    """The reward kwargs that are not None, checked by ``rg_verl.reward.config.RewardConfig`` (its defaults
-    fill the rest); each distinct set is checked once, as verl calls the reward once per response.
-
-    Raises:
-        rg_verl.common.schema.ConfigError: a ValueError naming the bad key, its value and the fix.
+    """The reward kwargs that are not None, checked by :class:`~rg_verl.reward.config.RewardConfig`.
 
     >>> reward_config(mode="strict", terms={"format": 0.5}).terms
     {'format': 0.5}
     """
-    key = _frozen({name: value for name, value in given.items() if value is not None})
-    try:
-        hash(key)
-    except TypeError:  # a value that cannot be a cache key (a set): checked every time
-        return _checked.__wrapped__(key)
-    return _checked(key)
+    given = {name: value for name, value in given.items() if value is not None}
+    key = repr(given)
+    if key not in _CHECKED:
+        _CHECKED[key] = RewardConfig.from_section(given)
+    return _CHECKED[key]
 
 
 # --- compute_score and its steps ---

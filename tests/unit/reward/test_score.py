@@ -180,7 +180,7 @@ def test_reward_kwargs_are_checked_once_per_distinct_value(monkeypatch):
     checked = []
     real = RewardConfig.from_section
     monkeypatch.setattr(RewardConfig, "from_section", lambda section, *a, **k: checked.append(section) or real(section))
-    reward_mod._checked.cache_clear()
+    reward_mod._CHECKED.clear()
     for _ in range(3):
         assert compute_score(*ITEM, mode="strict", terms={"format": 0.5})["score"] == 1.5
     assert checked == [{"mode": "strict", "terms": {"format": 0.5}}]
@@ -202,7 +202,7 @@ def test_a_cached_check_keeps_equal_values_of_other_types_apart():
     assert compute_score(*ITEM, terms={"format": 1})["term/format"] == 1.0
     with pytest.raises(ValueError, match="finite number"):
         compute_score(*ITEM, terms={"format": True})
-    with pytest.raises(ValueError, match="finite number"):  # unhashable: checked, not cached
+    with pytest.raises(ValueError, match="finite number"):  # a set, which YAML cannot write
         compute_score(*ITEM, terms={"format": {0.5}})
 
 
