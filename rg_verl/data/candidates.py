@@ -1,18 +1,7 @@
 """A reasoning-gym generator as candidate sets: item ``index`` of set ``attempt``, reproducibly.
 
-``rg_verl.data.dataset`` searches candidate sets ``0, 1, ...`` of a generator for a question in its
-split's share; set ``a`` holds the items of seeds ``seed + a * stride + [0, size)``. Two things make
-this cheaper and more reproducible than building one reasoning-gym dataset per set:
-
-- **Reseeded copies.** Most generators draw item ``j`` from ``Random(self.seed + j)`` and nothing else,
-  while some load data files when built (``arc_agi`` about 20 s, ``group_anagrams`` 17 s). Set ``a`` is
-  then a shallow copy of set 0 with its seed changed, sharing what was loaded. The few generators that
-  draw from their seed when built (``INIT_SEEDED``) are built afresh for each set; a test checks every
-  registered generator against a fresh build.
-- **Global random state.** A few generators also draw from the module-level ``random`` or
-  ``numpy.random`` (``list_functions``, parts of ``codeio``), so their items would follow whatever ran
-  before. Each candidate is generated with both seeded from its own seed, and the caller's state is
-  restored afterwards.
+Set ``a`` is a reseeded shallow copy of set 0 (``INIT_SEEDED`` generators are rebuilt), and each candidate is
+generated with the global ``random`` and ``numpy.random`` seeded from its own seed (see ``docs/data.md``).
 """
 
 from __future__ import annotations
@@ -61,15 +50,8 @@ def reseeded(dataset: Any, seed: int) -> Any:
 
 
 class Candidates:
-    """The candidate sets of generator ``name`` at ``config``: set ``a`` uses seeds ``seed + a * stride``.
-
-    Args:
-        name: the reasoning-gym dataset.
-        config: its config keyword arguments (not seed or size).
-        seed: the seed of set 0.
-        size: the size each set is built with (a few generators use it).
-        stride: the seed distance between sets.
-    """
+    """The candidate sets of generator ``name`` at ``config`` (no seed or size): set ``a`` uses seeds ``seed + a *
+    stride``."""
 
     def __init__(self, name: str, config: dict, seed: int, size: int, stride: int):
         self.name, self.config, self.seed, self.size, self.stride = name, dict(config), seed, size, stride

@@ -1,12 +1,6 @@
-"""The ``reasoning_gym`` section, declared once: the mixes of each split, their seeds and sizes, the prompt, the
-curriculum and the adaptive weights (:class:`ReasoningGymConfig`), and the datasets it names.
+"""The ``reasoning_gym`` section's schema (:class:`ReasoningGymConfig`) and the datasets it names.
 
-Each field is declared with :func:`rg_verl.common.schema.option` (default, one-line help, limits); the help is
-the comment above the field in ``rg_verl/conf/rg_verl_base.yaml``. Cross-field checks are each class's
-``validate(where)``. A generated dataset is checked by reasoning-gym itself: its registry and its config class
-decide (:func:`check_generator_config`), and an unknown name gets the close matches
-(:func:`dataset_name_error`). Nothing here reads a data file: of file datasets only the shapes of
-:mod:`rg_verl.data.formats` are checked; :func:`rg_verl.data.files.check_sources` reads the files.
+Datasets are checked by reasoning-gym's registry and config classes; file sources only by shape (no file is read).
 """
 
 from __future__ import annotations
@@ -94,11 +88,7 @@ def _parse_levels(where: str, value: Any) -> dict[str, dict[str, Any]]:
 
 @dataclass
 class CurriculumConfig:
-    """``reasoning_gym.curriculum``: difficulty levels driven by reasoning-gym's own curricula.
-
-    Only the datasets listed in ``levels`` follow a curriculum; each must be in
-    ``reasoning_gym.datasets`` and have a reasoning-gym curriculum (or be a file dataset with levels).
-    """
+    """``reasoning_gym.curriculum``: difficulty levels driven by reasoning-gym's own curricula."""
 
     enabled: bool = option(False, "turn the curriculum on (needs data.dataloader_num_workers=0)")
     levels: dict[str, dict[str, int]] = option(
@@ -137,13 +127,8 @@ def _check_generator_levels(where: str, name: str, levels: dict) -> None:
 
 @dataclass
 class AdaptiveWeightsConfig:
-    """``reasoning_gym.adaptive_weights``: re-weight the training mix toward informative datasets.
-
-    The rule (``rg_verl.data.curriculum.adaptive_weights``): with ``b`` the configured weights
-    (normalised) and ``p`` each dataset's success rate over its window, the weight is
-    ``floor * b + (1 - floor) * b * p(1-p) / sum(b * p(1-p))``. A dataset with fewer than
-    ``min_samples`` results counts as p = 0.5 (most informative) until it is measured.
-    """
+    """``reasoning_gym.adaptive_weights``: re-weight the training mix toward informative datasets
+    (:func:`adaptive_weights`)."""
 
     enabled: bool = option(False, "turn adaptive weights on (needs data.dataloader_num_workers=0)")
     window: int = option(

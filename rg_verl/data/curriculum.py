@@ -1,21 +1,6 @@
-"""Curriculum levels and adaptive mixture weights for the training mix, and their saved state.
+"""Curriculum levels and adaptive mixture weights for the training mix (:class:`MixState`), and their saved state.
 
-The training dataset owns one :class:`MixState`. After every step the trainer hands it each
-dataset's results (1.0 = solved, 0.0 = not), and it decides:
-
-- **Levels** (``reasoning_gym.curriculum``), with reasoning-gym's own curricula
-  (``reasoning_gym.factory.create_curriculum``), or, for a file dataset such as MATH, its maximum
-  difficulty level (:class:`LevelCurriculum`). A dataset's success rate is the mean of its
-  last ``last_k`` results. Once the window holds ``min_samples`` results, a rate at or above
-  ``success_threshold`` raises every attribute one level (``increment_global_level``), a rate at
-  or below ``failure_threshold`` lowers it, and the window is cleared so that the next decision
-  is taken on results at the new level. With ``schedule_every = N`` the level rises every N steps
-  instead, whatever the results.
-- **Weights** (``reasoning_gym.adaptive_weights``): see :func:`adaptive_weights`.
-
-The state (levels, windows, weights, step) is plain data: the dataset returns it from
-``state_dict()``, so verl's dataloader checkpoint (``data.pt``) carries it and
-``trainer.resume_mode=auto`` restores it.
+The state is plain data returned by the dataset's ``state_dict()``, so verl's ``data.pt`` checkpoint carries it.
 """
 
 from __future__ import annotations
@@ -31,14 +16,7 @@ if TYPE_CHECKING:
 
 
 class LevelCurriculum:
-    """A curriculum over a file dataset's difficulty: one attribute, ``max_level``.
-
-    Its levels are the difficulty values themselves (MATH: 1 to 5), from the entry's
-    ``config.min_level`` to ``config.max_level``: the starting maximum level is set in
-    ``reasoning_gym.curriculum.levels.<name>.max_level`` and the final one is
-    ``config.max_level``. It offers the methods of reasoning-gym's curricula that
-    :class:`MixState` uses.
-    """
+    """A curriculum over a file dataset's difficulty levels (MATH: 1 to 5): one attribute, ``max_level``."""
 
     ATTRIBUTE = "max_level"
     # MATH's levels, used where the config sets no bound
@@ -84,13 +62,7 @@ class LevelCurriculum:
 def adaptive_weights(
     base: dict[str, float], success: dict[str, float | None], floor: float
 ) -> dict[str, float]:
-    """Mixture weights that favour datasets whose success rate p is most informative for GRPO.
-
-    A group of answers that are all right or all wrong has zero advantage, so a dataset teaches
-    most near p = 0.5. Each dataset gets ``floor * b + (1 - floor) * b * p(1-p) / sum(b * p(1-p))``,
-    where ``b`` is its configured weight normalised to sum 1 and ``p`` its success rate (``None``:
-    not measured yet, counted as 0.5). If every dataset is all-solved or all-failed, the
-    configured weights are kept.
+    """Weights ``floor * b + (1 - floor) * b * p(1-p) / sum(b * p(1-p))``; p None counts as 0.5 (``docs/data.md``).
 
     >>> adaptive_weights({"a": 1, "b": 1}, {"a": 0.5, "b": 1.0}, floor=0.2)
     {'a': 0.9, 'b': 0.1}
@@ -110,13 +82,7 @@ def adaptive_weights(
 
 
 class MixState:
-    """Levels, result windows and weights of a training mix.
-
-    Args:
-        mix: the training mix (dataset -> spec).
-        curriculum: the curriculum settings.
-        adaptive: the adaptive-weight settings.
-    """
+    """Levels, result windows and weights of a training mix."""
 
     def __init__(self, mix: dict[str, DatasetSpec], curriculum: CurriculumConfig, adaptive: AdaptiveWeightsConfig):
         self.base_weights = {name: spec.weight for name, spec in mix.items()}

@@ -1,62 +1,7 @@
-"""On-the-fly reasoning-gym dataset for verl (``data.custom_cls``).
+"""On-the-fly reasoning-gym dataset for verl's ``data.custom_cls`` (``data_files``: ``reasoning_gym://<split>``).
 
-verl builds the dataset as ``ReasoningGymDataset(data_files, tokenizer, config,
-processor=None, max_samples=-1)``, where ``config`` is verl's ``data`` section and
-``data_files`` is ``reasoning_gym://train``, ``reasoning_gym://val`` or
-``reasoning_gym://eval``. Our own settings live under ``data.reasoning_gym``::
-
-    reasoning_gym:
-      datasets:
-        chain_sum: {weight: 1.0, config: {min_terms: 2, max_terms: 3}}
-        leg_counting: {weight: 0.5}
-      seed: 42            # base seed, 0 <= seed < 10**9
-      train_size: 10000   # items per epoch, per split
-      val_size: 64
-      eval_size: 64
-      system_prompt: default  # a key of reasoning_gym.utils.SYSTEM_PROMPTS, or literal text
-
-Nothing is generated up front: each sub-dataset is constructed once (so that
-reasoning-gym validates its config) and items are generated in ``__getitem__``.
-An item is a pure function of (base seed, split, index, config). Prompts are not
-filtered by length (that would need generating every item); ``tokenizer`` is unused.
-
-Held out by content
--------------------
-Every question belongs to one split, by a salted hash of its text (``rg_verl.data.holdout``:
-training 90%, validation 5%, evaluation 5%). Item ``i`` of dataset ``d`` tries candidates
-``a = 0, 1, ...`` (at most ``MAX_ATTEMPTS[split]``) and keeps the first whose question belongs to
-the split, so no training item of any run is a validation or evaluation item of any run. A held-out
-item costs about 20 candidates, a training item 1.1.
-
-When a dataset's space is too small for the split's share to hold a question at all (the search
-for its item 0, the *probe*, finds none), the dataset is left out of that split with a warning. An
-item whose search fails (a question of the share that is rare under the generator) repeats the
-probe's question. ``rg_verl.data.spaces`` estimates before a run whether a split has to repeat.
-A held-out search's result (which candidate holds the item) is kept on disk and checked on use
-(``rg_verl.data.search_cache``), so a run's validation items cost their searches once per machine.
-The training and validation splits also pass over every question of reasoning-gym's own evaluation
-items in the shipped evaluation configs (``rg_verl.data.reference_questions``), whatever its share: a
-model trained here never saw a question that the reference's evaluator asks (``items: reference``).
-
-Seed-space rule
----------------
-reasoning-gym generates item ``j`` of a dataset built with seed ``s`` from
-``Random(s + j)``. With ``SPLIT_STRIDE = 10**9``, ``DATASET_OFFSET_RANGE = 10**8``
-and split number ``k`` (train=0, val=1, eval=2):
-
-* split seed: ``split_seed = seed + k * SPLIT_STRIDE``;
-* sub-dataset seed: ``split_seed + crc32(name) % DATASET_OFFSET_RANGE`` (a stable
-  per-name offset, independent of the order of the config);
-* candidate ``a`` of item ``i`` is item ``i`` of the dataset built with seed
-  ``dataset_seed + a * MAX_SPLIT_SIZE[split]`` (so an item does not depend on the split's size,
-  and a longer split starts with the items of a shorter one);
-* item ``i`` of the split comes from the dataset picked by a weighted choice drawn
-  from ``random.Random(f"{split_seed}:{i}")``.
-
-Since ``MAX_SPLIT_SIZE[split] * MAX_ATTEMPTS[split] <= SPLIT_STRIDE - DATASET_OFFSET_RANGE``, all the
-generator seeds of split ``k`` lie in
-``[seed + k*10**9, seed + (k+1)*10**9)``. With ``0 <= seed < 10**9`` every seed stays below
-``2**32`` (some generators seed numpy with it).
+Items are generated in ``__getitem__``, each a pure function of (base seed, split, index, config); the held-out
+rule, the seed space and the stored searches are in ``docs/data.md``.
 """
 
 from __future__ import annotations
@@ -103,17 +48,8 @@ __all__ = [
 
 
 def parse_data_files(data_files: Any) -> str:
-    """Returns the split named by ``data_files``.
-
-    Args:
-        data_files: ``"reasoning_gym://<split>"`` or a one-element list of it.
-
-    Returns:
-        The split name, one of ``train``, ``val``, ``eval``.
-
-    Raises:
-        ValueError: If ``data_files`` has any other form.
-    """
+    """The split (``train``, ``val`` or ``eval``) that ``"reasoning_gym://<split>"`` (or a one-element list of it)
+    names."""
     value = data_files
     if isinstance(value, list | tuple | ListConfig):
         value = value[0] if len(value) == 1 else None
@@ -163,11 +99,8 @@ def _stringify_keys(obj: Any) -> Any:
 
 
 def to_json_safe(obj: Any) -> Any:
-    """Returns a copy of ``obj`` made of JSON types only (dict, list, str, numbers, bool, None).
-
-    Tuples become lists, sets sorted lists, numpy values Python numbers or lists, and
-    any other object its ``str``. Dict keys become strings, as in JSON.
-    """
+    """A copy of ``obj`` of JSON types only: tuples and sets as lists, numpy values as Python ones, others as
+    ``str``."""
     return json.loads(json.dumps(_stringify_keys(obj), default=_json_default))
 
 
@@ -200,19 +133,7 @@ class EmptyShareError(ValueError):
 
 
 class ReasoningGymDataset(Dataset):
-    """A weighted mix of reasoning-gym datasets, generated item by item.
-
-    Args:
-        data_files: ``"reasoning_gym://<split>"`` (or a one-element list of it).
-        tokenizer: Unused; accepted for verl's ``custom_cls`` signature.
-        config: verl's ``data`` config; our settings are under ``reasoning_gym``.
-        processor: Unused; accepted for verl's ``custom_cls`` signature.
-        max_samples: If positive, caps ``len(self)``.
-
-    Raises:
-        ValueError: On a bad ``data_files``, an unknown dataset name, bad weights,
-            sizes or seed, or a config that reasoning-gym rejects.
-    """
+    """A weighted mix of reasoning-gym datasets, generated item by item; ``tokenizer`` and ``processor`` are unused."""
 
     def __init__(self, data_files, tokenizer=None, config=None, processor=None, max_samples: int = -1):
         self.split = parse_data_files(data_files)
@@ -266,11 +187,7 @@ class ReasoningGymDataset(Dataset):
         return [name for name, probe in self.probes.items() if probe is None]
 
     def update(self, results: dict[str, list[float]]) -> list[str]:
-        """Feed one training step's results (dataset -> 1.0/0.0 per sample) to the curriculum.
-
-        Datasets whose level changed are rebuilt, so their items come from the new level from
-        the next batch on. Returns their names.
-        """
+        """Feed one step's results (dataset -> 1.0/0.0 per sample) to the curriculum; returns the datasets rebuilt."""
         changed = self.state.update(results)
         for name in changed:
             self._build(name)
@@ -311,11 +228,8 @@ class ReasoningGymDataset(Dataset):
             )
 
     def search(self, name: str, index: int) -> dict | None:
-        """Item ``index`` of generator ``name``: its first candidate whose question belongs to this split,
-        or None when all ``MAX_ATTEMPTS[split]`` candidates belong to other splits.
-
-        A stored search (``rg_verl.data.search_cache``) gives the candidate straight away, once its question
-        hash matches the stored one; a search made here is stored."""
+        """Item ``index`` of generator ``name``: its first candidate in this split's share, or None after
+        ``MAX_ATTEMPTS``."""
         cache = self._searches.get(name)
         known = cache.lookup(index) if cache is not None else None
         if known is not None:
@@ -337,12 +251,8 @@ class ReasoningGymDataset(Dataset):
         return None
 
     def _candidate(self, name: str, attempt: int, index: int) -> dict | None:
-        """Candidate ``attempt`` of item ``index``, or None when the generator fails on it.
-
-        A few reasoning-gym generators raise on rare seeds (``maze``: "Could not find suitable path cell after
-        1000 attempts"). Generation is a pure function of the seed, so such a candidate always fails: it is
-        passed over like a candidate of another split, and the search goes on to the next one.
-        """
+        """Candidate ``attempt`` of item ``index``, or None when the generator raises on its seed (``maze`` does,
+        rarely)."""
         try:
             return self._candidates[name].item(attempt, index)
         except Exception as error:  # noqa: BLE001 - any generator bug; reported once per dataset

@@ -1,26 +1,6 @@
-"""Write a split of a training config to parquet in verl's RLHF layout: ``rg-verl export``.
+"""Write a split of a training config to parquet in verl's RLHF layout, with its manifest: ``rg-verl export``.
 
-    rg-verl export --config-path configs/inter_generalisation --config-name algorithmic_qwen_3b \\
-        --split val --out exports/algorithmic_val [--hf] [--limit N] [--overwrite] [key=value ...]
-
-The output folder is written under a hidden name beside it and renamed when complete:
-
-    <split>.parquet   one row per item, in verl's RLHF layout (verl's ``RLHFDataset`` reads it)
-    manifest.json     what made the rows (below), and per dataset its items and distinct questions
-    hf/               with ``--hf``: the same rows as a Hugging Face ``datasets`` folder (``load_from_disk``)
-
-A row holds ``prompt`` (the chat messages), ``data_source``, ``ability`` (the dataset's category),
-``reward_model`` (``style``, ``ground_truth``) and ``extra_info`` (split, index, dataset, category,
-question_hash, and the reasoning-gym ``entry`` as a JSON string: entries of different datasets have
-metadata of different shapes, and a parquet column has one type; ``rg_verl.reward.compute_score`` parses
-it). The rows are the items of :class:`rg_verl.data.dataset.ReasoningGymDataset` for the split, so the
-held-out rule applies and a row scores as the item does. A curriculum's or adaptive weights' training
-items are those of the starting levels and weights.
-
-The manifest (also the parquet schema's metadata, key ``rg_verl``, without the counts, which the file's
-own key-value metadata holds under ``rg_verl.datasets``; and the ``hf`` folder's description) records the
-``reasoning_gym`` section, the base and split seeds, the split and its size, the held-out rule (salt,
-shares), the rg-verl, reasoning-gym and verl versions, and ``PYTHONHASHSEED``.
+The layout and the manifest are in ``docs/data.md`` (Export a split).
 """
 
 from __future__ import annotations
@@ -85,15 +65,7 @@ def to_row(item: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def reasoning_gym_section(config: Any) -> dict[str, Any]:
-    """The ``reasoning_gym`` section as plain dicts, interpolations resolved.
-
-    Args:
-        config: a composed training config (its ``reasoning_gym``, else ``data.reasoning_gym``), verl's
-            ``data`` section, or the ``reasoning_gym`` section itself (it has ``datasets``).
-
-    Raises:
-        ConfigError: If there is no such section.
-    """
+    """The ``reasoning_gym`` section (of a training config, of verl's ``data`` section, or itself) as plain dicts."""
     if isinstance(config, Mapping):
         data = config.get("data")
         for section in (config.get("reasoning_gym"), data.get("reasoning_gym") if isinstance(data, Mapping) else None):
@@ -219,23 +191,10 @@ def export_split(
     limit: int | None = None,
     overwrite: bool = False,
 ) -> Path:
-    """Write ``split`` of ``config`` to ``out_dir/<split>.parquet`` (and ``manifest.json``, and ``hf/``).
+    """Write ``split`` of ``config`` to ``out_dir/<split>.parquet`` (and ``manifest.json``, and ``hf/``); returns
+    ``out_dir``.
 
-    Args:
-        config: a composed training config, or its ``reasoning_gym`` section (:func:`reasoning_gym_section`).
-        split: ``train``, ``val`` or ``eval``.
-        out_dir: the output folder; it must not exist or be empty, unless ``overwrite``.
-        hf: also write the rows as a Hugging Face ``datasets`` folder, ``out_dir/hf``.
-        limit: export only the split's first ``limit`` items.
-        overwrite: replace a non-empty ``out_dir`` (only once the new export is complete).
-
-    Returns:
-        The output folder, absolute.
-
-    Raises:
-        ConfigError: On a bad split, limit or ``reasoning_gym`` section (a ValueError naming the field).
-        FileExistsError: If ``out_dir`` is not empty (or a file) and ``overwrite`` is not set.
-        NotADirectoryError: If a parent of ``out_dir`` is a file.
+    A non-empty ``out_dir`` is replaced only with ``overwrite``, once the new export is complete.
     """
     _check_request(split, limit)
     out = _check_out(out_dir, overwrite)

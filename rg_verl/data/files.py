@@ -1,32 +1,7 @@
 """GSM8K and MATH from files: the rows of a split, as entries in reasoning-gym's format, checked before a run.
 
-A mix entry of ``reasoning_gym.datasets`` with a ``source`` reads its items from a file
-instead of generating them::
-
-    reasoning_gym:
-      datasets:
-        gsm8k:
-          source:
-            format: gsm8k                      # the file's column layout: gsm8k or math
-            train: data/gsm8k/train.parquet    # a local .parquet, .jsonl or .json file ...
-            val: data/gsm8k/test.parquet
-            # ... or datasets.load_dataset(hub, name, split=split), where a hub is reachable:
-            # train: {hub: openai/gsm8k, name: main, split: train}
-        math:
-          source: {format: math, train: data/math/train.jsonl, val: data/math/test.jsonl}
-          config: {min_level: 1, max_level: 5, types: [Algebra, Prealgebra]}
-
-The layouts, and how a row becomes an entry, are in ``rg_verl.data.formats``. An entry's data
-source is ``math/<name>``, scored by math-verify's equivalence (``rg_verl.reward.math_verify``).
-``eval`` defaults to ``val``. Validation and evaluation leave out every row whose question is also
-in the source's ``train`` file (compared as ``rg_verl.data.holdout.normalise`` writes it: whitespace
-aside), so no held-out item is a training item; training is never filtered. Item ``i`` of a split is
-row ``i mod n`` of the remaining rows in a seeded order, so a split shorter than its file draws from
-all of it (MATH files are sorted by subject), and ``n`` items cover every row once. The difficulty
-curriculum (``rg_verl.data.curriculum.LevelCurriculum``) raises the maximum level over training.
-
-``rg_verl.config`` checks the shape of a ``source`` without touching the disk; :func:`check_sources`
-reads the files a run needs and checks them before training starts (``rg_verl.grpo.launch``).
+A held-out split leaves out every row whose question is in the ``train`` file; item ``i`` is row ``i mod n`` in a
+seeded order. Configuration: ``docs/math.md``.
 """
 
 from __future__ import annotations
@@ -109,17 +84,8 @@ def _cached_rows(key: str) -> tuple[dict, ...]:
 
 
 def read_rows(source: str | dict) -> tuple[dict, ...]:
-    """The rows of a local file (``.parquet``, ``.jsonl``, ``.json``) or of a hub dataset split.
-
-    Args:
-        source: a path, or ``{hub, name, split}`` for ``datasets.load_dataset(hub, name, split=split)``.
-
-    Returns:
-        The rows as dicts. Reads each source once per process.
-
-    Raises:
-        SourceError: naming the file, if it is missing, unreadable or of an unsupported type.
-    """
+    """The rows of a local ``.parquet``, ``.jsonl`` or ``.json`` file, or of ``{hub, name, split}``; read once per
+    process."""
     return _cached_rows(json.dumps(source, sort_keys=True))
 
 
@@ -170,33 +136,14 @@ def _cached_questions(key: str, layout: str) -> frozenset[str]:
 
 
 def training_questions(source: FileSource) -> frozenset[str]:
-    """The normalised questions of every usable row of the source's ``train`` file (none without one).
-
-    Every usable row counts, whatever the level and type filters, since a curriculum or another mix
-    entry on the same file can draw any of them. Converted once per process and file.
-    """
+    """The normalised questions of every usable row of the source's ``train`` file, whatever the filters."""
     file = source.files.get("train")
     return frozenset() if file is None else _cached_questions(json.dumps(file, sort_keys=True), source.format)
 
 
 class FileDataset:
-    """The entries of one split of a file source, filtered by difficulty and type.
-
-    A validation or evaluation split also leaves out the rows whose question is in the source's
-    ``train`` file (:func:`training_questions`), and logs how many; :attr:`dropped` counts them.
-
-    Args:
-        name: the mix entry's name (the data source is ``math/<name>``).
-        source: the :class:`FileSource`.
-        split: ``train``, ``val`` or ``eval``.
-        config: the mix entry's ``config``: for ``math``, ``min_level``, ``max_level``, ``types``.
-        seed: the seed of the rows' order (item ``i`` is row ``i mod n`` of that order).
-
-    Raises:
-        SourceError: if the split has no file, the file lacks the layout's columns, every row's
-            question is also a training question, or no row is left after filtering. The message
-            names the file (both files, for training questions) and the fix.
-    """
+    """The entries of one split of a file source, filtered by the mix entry's ``config``; ``dropped`` counts training
+    questions."""
 
     category = FILE_CATEGORY
 
@@ -264,11 +211,8 @@ def _check_exists(at: str, file: str | dict) -> None:
 
 
 def _open_split(where: str, name: str, spec: DatasetSpec, split: str) -> FileDataset:
-    """Split ``split`` of file dataset ``name`` (at ``where``), or a ConfigError naming the field and the fix.
-
-    A held-out split reads the training file too (its questions are left out), so a bad training
-    file is named at ``source.train`` whichever split needs it.
-    """
+    """Split ``split`` of file dataset ``name``, or a ConfigError naming the field (a bad train file at
+    ``source.train``)."""
     file = spec.source.required_file(where, name, split)
     if split != "train" and "train" in spec.source.files:
         _check_exists(f"{where}.source.train", spec.source.files["train"])
@@ -298,22 +242,7 @@ def _check_lowest_level(where: str, dataset: FileDataset, config: dict) -> None:
 def check_sources(
     settings: ReasoningGymConfig, splits: Sequence[str] = ("train", "val"), where: str = "reasoning_gym"
 ) -> None:
-    """Read and check the file of every file dataset for each of ``splits``, before anything is built.
-
-    ``rg_verl.config`` checks the shape of a source; this checks what only the files can tell: the
-    file exists, its rows have the format's columns, the filters leave rows, and a level curriculum's
-    lowest level has training rows. Each file is read once per process (:func:`read_rows` caches it),
-    so the datasets built afterwards do not read it again.
-
-    Args:
-        settings: the parsed ``reasoning_gym`` section.
-        splits: the splits the caller will draw from: training needs ``train`` and ``val``, the
-            evaluator ``eval``.
-        where: the section's name in the messages.
-
-    Raises:
-        ConfigError: naming the field (``<where>.datasets.<name>.source.<split>``), the file and the fix.
-    """
+    """Read and check the file of every file dataset for each of ``splits``, before anything is built."""
     for split in splits:
         mix = settings.mix(split)
         mix_where = f"{where}.{'datasets' if mix is settings.datasets else 'val_datasets'}"

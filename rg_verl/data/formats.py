@@ -1,22 +1,8 @@
-"""The column layouts of file datasets (GSM8K, MATH), and the shape a ``source`` may take.
+"""The column layouts of file datasets (``gsm8k``, ``math``: the public datasets' own), and the shape a ``source`` may
+take.
 
-The two layouts are the public datasets' own:
-
-- ``gsm8k`` (``openai/gsm8k``): ``question``, ``answer``. The reference is the text after the
-  last ``####`` of ``answer``, without thousands separators.
-- ``math`` (``hendrycks/competition_math``, ``EleutherAI/hendrycks_math``, ``MATH-500``):
-  ``problem``, ``solution``, ``level`` (``"Level 3"`` or ``3``), ``type`` (or ``subject``). The
-  reference is the content of the last ``\\boxed{}`` of ``solution`` (else an ``answer`` column).
-  Rows without a reference are skipped. ``config`` filters by ``min_level``/``max_level`` and
-  ``types``; rows whose level is unknown are kept only without a level filter.
-
-Each entry is ``{"question", "answer", "metadata": {...}}``, like a reasoning-gym entry, so the
-dataset, the reward and the evaluator handle both alike. Cells that are empty, a missing question
-or an empty reference skip the row.
-
-``rg_verl.config`` parses a mix entry's ``source`` into a :class:`FileSource` with :func:`parse_source`,
-and checks its ``config`` with :func:`check_filter`: their shape only, without touching the disk
-(``rg_verl.data.files`` reads). This module imports no config and no reader, so the config can import it.
+Each row becomes ``{"question", "answer", "metadata"}``, like a reasoning-gym entry. This module imports no config
+and no reader, so the config can import it.
 """
 
 from __future__ import annotations
@@ -130,12 +116,8 @@ FORMATS = {
 
 @dataclass
 class FileSource:
-    """The ``source`` of a mix entry: a column layout and one file (or hub split) per split.
-
-    Args:
-        format: a key of :data:`FORMATS`.
-        files: split -> a path or ``{hub, name, split}``; ``eval`` falls back to ``val``.
-    """
+    """The ``source`` of a mix entry: a :data:`FORMATS` key and one file (or hub split) per split; ``eval`` falls back
+    to ``val``."""
 
     format: str
     files: dict[str, Any] = field(default_factory=dict)

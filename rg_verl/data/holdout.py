@@ -1,10 +1,4 @@
-"""Which split a question belongs to: a stable, salted hash of its text.
-
-Disjoint generator seeds do not give disjoint questions: a generator with a small question space
-(``jugs``, ``string_splitting``, ...) repeats its questions under any seeds, so validation items would
-also be training items. So every question text belongs to exactly one split, decided by the text
-alone: its hash, read as a point in ``[0, 1)``, falls in the share of one split
-(``rg_verl.common.names.SPLIT_SHARES``: training 90%, validation 5%, evaluation 5%, in that order).
+"""Which split a question belongs to: a stable, salted hash of its text (``docs/data.md``, Held out means held out).
 
 >>> split_of("What is 2 + 2?") in ("train", "val", "eval")
 True
@@ -12,12 +6,6 @@ True
 True
 >>> question_hash("What is 2 + 2?") == question_hash(" What is 2 + 2? ")
 True
-
-The hash depends on nothing but the text (not the dataset, its params, the seed or the process), so the
-rule holds between any training run and any evaluation run of rg-verl, for every dataset and curriculum
-level: a question that a training split can hold is never a validation or evaluation item, and
-validation and evaluation never share one. ``rg_verl.data.dataset`` generates each split's items from its
-own seed space and keeps only candidates whose question lies in the split's share.
 """
 
 from __future__ import annotations
@@ -44,10 +32,7 @@ _ADDRESS = re.compile(r" object at 0x[0-9a-fA-F]+>")
 
 
 def question_hash(text: Any) -> str:
-    """A stable 16-hex-digit hash of a question's normalised text (the same in every process).
-
-    Memory addresses in object reprs do not count, so such a question keeps its split.
-    """
+    """A stable 16-hex-digit hash of a question's normalised text; memory addresses in reprs do not count."""
     stable = _ADDRESS.sub(" object at 0x>", normalise(text))
     return hashlib.blake2b(stable.encode("utf-8"), digest_size=8, key=SALT).hexdigest()
 

@@ -1,21 +1,7 @@
-"""reasoning-gym's own items: its evaluator's, its training composite's, and the list that keeps the
-evaluator's out of rg-verl's training.
+"""reasoning-gym's own items: its evaluator's (:class:`ReferenceItems`), its training composite's
+(:func:`training_questions`), and the shipped list that keeps the evaluator's out of training (:func:`shipped_hashes`).
 
-reasoning-gym's ``training/`` scripts evaluate a dataset entry on ``create_dataset(name, seed=seed,
-size=size, **params)``, items ``0 .. size-1`` in order, and train on ``create_dataset("composite", seed=1,
-size=dataset_size, datasets=<the mix>)`` (validation: the same with seed 2). Both are rebuilt here:
-
-- :class:`ReferenceItems`: an evaluation entry's items. Each is generated with the global ``random`` and
-  ``numpy.random`` seeded from its own seed (``rg_verl.data.candidates``), so it does not depend on what
-  ran before; reasoning-gym's script leaves that state as it finds it, which only the few generators that
-  draw from it notice.
-- :func:`training_questions`: the question hashes of the training composite's items, per dataset
-  (:class:`ReferenceTraining` is its config).
-- :func:`shipped_hashes`: the question hashes (``rg_verl.data.holdout.question_hash``) of every reference
-  item of every generator entry of the shipped evaluation configs (``evaluation/configs/**``), kept in
-  ``reference_questions.txt`` and written by ``PYTHONHASHSEED=0 python utils/ship_reference_questions.py``.
-  The training and validation splits of ``rg_verl.data.dataset`` never hold a question of that list
-  (:func:`withheld`), so evaluating on the reference's items stays evaluating on unseen questions.
+``reference_questions.txt`` is written by ``PYTHONHASHSEED=0 python utils/ship_reference_questions.py``.
 """
 
 from __future__ import annotations
@@ -79,11 +65,7 @@ class ReferenceItems:
 
 @functools.cache
 def shipped_hashes() -> frozenset[str]:
-    """The question hashes of ``reference_questions.txt`` (lines starting with ``#`` are its header).
-
-    Raises:
-        FileNotFoundError: The list is missing from the installed package.
-    """
+    """The question hashes of ``reference_questions.txt`` (lines starting with ``#`` are its header)."""
     try:
         text = LIST_FILE.read_text()
     except FileNotFoundError:
@@ -166,13 +148,8 @@ class ReferenceTraining:
 
 
 def training_questions(training: ReferenceTraining, names: Iterable[str]) -> dict[str, set[str]]:
-    """The question hashes of the composite's items that come from each dataset of ``names``.
-
-    Item ``i`` of the composite draws its dataset with ``Random(seed + i).choices(..., weights)`` and takes
-    item ``i`` of that dataset, built with seed ``seed + position + 1`` and the composite's size, as
-    reasoning-gym's ``CompositeDataset`` does; only the items of ``names`` are generated. Datasets of
-    ``names`` outside the mix get an empty set.
-    """
+    """The question hashes of the composite's items from each dataset of ``names``, drawn as ``CompositeDataset``
+    draws."""
     order = list(training.datasets)
     weights = [training.datasets[name]["weight"] for name in order]
     wanted = set(names)

@@ -1,23 +1,8 @@
-"""Held-out searches kept on disk: which candidate holds each validation or evaluation item.
+"""Held-out searches kept on disk: which candidate holds each validation or evaluation item (``docs/data.md``).
 
-A held-out item searches about 20 candidates for a question in its split's share
-(``rg_verl.data.dataset``). For the slow generators that is most of a run's start: at the games config's
-params a ``futoshiki`` candidate takes 0.4 s, and its validation items alone took three minutes. What the
-search finds is one small number, the attempt ``a`` whose candidate holds item ``i``, so it is kept.
-
-- **One file per candidate space**: a generator at one config, seed, size and split, under one version of
-  the split rule and of reasoning-gym (:func:`space_key`). One line per item, ``index attempt hash``;
-  ``-1 -`` says that no candidate lies in the share (the probe of a space that is too small).
-- **Checked on use.** A found item is regenerated from its candidate and its question hash compared with the
-  stored one; a mismatch (a changed generator) drops the line and the item is searched again. So a cache
-  never changes an item, it only skips the candidates before it.
-- **Shared by processes.** Each line is appended with one ``write`` (``O_APPEND``), so dataloader workers can
-  add to one file; a torn last line is skipped.
-- **Where.** The user's cache, ``$RG_VERL_SEARCH_CACHE`` (default ``~/.cache/rg-verl/searches``; ``off``
-  turns stored searches off, shipped ones included), over the files that ship with the package for the
-  shipped configs' validation splits (``rg_verl/data/shipped_searches``, written by
-  ``utils/ship_searches.py``). New lines go to the user's cache only. A cache that cannot be written is
-  warned about once; the run goes on without it.
+One file per candidate space (:func:`space_key`), one line ``index attempt hash`` per item (``-1 -``: no candidate
+in the share), appended with one ``O_APPEND`` write so processes can share a file; a torn last line is skipped.
+A line is checked on use against the regenerated question's hash, so a cache never changes an item.
 """
 
 from __future__ import annotations
@@ -64,12 +49,8 @@ def cache_dir() -> Path | None:
 
 
 def space_key(name: str, config: Mapping[str, Any], seed: int, size: int, stride: int, split: str) -> dict | None:
-    """What a candidate space's items depend on, or None when they follow the process (see below).
-
-    The items of ``HASH_SEED_DEPENDENT`` generators follow ``PYTHONHASHSEED``: they are kept per hash seed,
-    and not at all when it is random. A validation search also depends on the list of questions it passes
-    over (``rg_verl.data.reference_questions``): a question taken off the list could be an earlier item.
-    """
+    """What a candidate space's items depend on (``PYTHONHASHSEED`` for ``HASH_SEED_DEPENDENT``), or None when
+    random."""
     hash_seed = None
     if name in HASH_SEED_DEPENDENT:
         hash_seed = os.environ.get("PYTHONHASHSEED", "random")
@@ -137,13 +118,8 @@ def read_lines(path: Path) -> dict[int, tuple[int, str | None]]:
 
 
 class SearchCache:
-    """The stored searches of one candidate space: ``lookup`` and ``record`` by item index.
-
-    Args:
-        key: the space (:func:`space_key`).
-        folder: where new lines go (None: nothing is written).
-        shipped: a folder of read-only files read under ``folder``'s.
-    """
+    """The stored searches of one candidate space, new lines to ``folder`` (None: none), over read-only ``shipped``
+    files."""
 
     def __init__(self, key: Mapping[str, Any], folder: Path | None, shipped: Path | None):
         self.key = dict(key)

@@ -1,18 +1,7 @@
 """How many distinct questions a split can reach, estimated by sampling, and the warnings before a run.
 
-A split can only hold the questions of its share (``rg_verl.data.holdout``): 90% of a generator's
-questions for training, 5% each for validation and evaluation. A generator with a small space
-(``string_splitting`` has about 216 questions at its defaults) cannot fill a large split without
-repeating questions, and one with a tiny space may hold none in a held-out share at all.
-:func:`space_warnings` says so before Ray starts, naming the dataset, the estimate and its basis, and
-the params that widen the space. Repeats inside one split are allowed.
-
-The estimate samples a generator's training candidates (at most ``MAX_SAMPLES``, within a time
-budget) and counts distinct questions, ``D`` of ``n``. Under a uniform draw from ``N`` questions,
-``D = N * (1 - (1 - 1/N) ** n)``; solving for ``N`` gives the space's size (a skewed generator makes
-it an underestimate, so the warnings err on the side of warning). A split's share holds about
-``N * D_split / D`` of them, where ``D_split`` counts the sampled questions in its share. A sample
-without any repeat says only that the space is larger than about ``n**2 / 2``: no warning then.
+With ``D`` distinct questions among ``n`` samples, ``D = N * (1 - (1 - 1/N) ** n)`` gives the space ``N`` (an
+underestimate for a skewed generator, so the warnings err toward warning); no repeat says only ``N > n**2 / 2``.
 
 >>> round(space_size(samples=2000, distinct=2000) or 0), round(space_size(samples=2000, distinct=216))
 (0, 216)
@@ -138,12 +127,7 @@ def space_warnings(
 ) -> list[str]:
     """One warning per (split, generator) whose expected item count exceeds the questions its share holds.
 
-    Raises:
-        ConfigError: when no dataset of a split's mix can give that split an item (every generator's
-            share is empty by the estimate, and no file dataset), which would stop the run inside Ray.
-
-    Each generator is sampled once per config (:func:`estimate_space`), at its configured params (a
-    curriculum's starting level is not sampled separately). File datasets are not estimated.
+    Raises ConfigError when no dataset of a split's mix can give it an item, which would stop the run inside Ray.
     """
     from rg_verl.data.dataset import dataset_seed  # deliberately lazy: the dataset module imports torch
 
