@@ -1,19 +1,9 @@
 """Every prompt of an evaluation, with ``max_tokens`` of response, fits the model's context: checked before any model
-loads (:func:`check_context`), so a long prompt is named instead of failing (vLLM, a server's 400) or running past the
-model's positions (transformers) once the model has loaded.
+loads (:func:`check_context`).
 
-A prompt is counted as the backend sends it: the developer prompt and the question through the model's chat template,
-with the generation prompt and ``chat_template_kwargs``, as :func:`rg_verl.evaluation.backends.hf.prompt_token_ids`
-makes the ids (vLLM's ``LLM.chat`` and vLLM's server render the same). The context is, by backend:
-
-- ``hf``: the model's config (:func:`rg_verl.common.models.context_length`);
-- ``vllm``: the model's config, or ``engine_kwargs.max_model_len`` where that is smaller;
-- ``openai``: the ``max_model_len`` the server reports for the served model
-  (:func:`rg_verl.evaluation.backends.openai.served_max_model_len`); a server that reports none is not checked.
-
-The tokenizer is the model's, read from its folder (a hub id's in the local cache). An ``openai`` model whose name is
-no local folder has no tokenizer here, and no other count would be exact, so its prompts are not checked (a debug
-log line says so). In retry episodes only the first try is counted: later tries add the earlier answers.
+Prompts are counted through the model's chat template as the backend sends them; the context is the model's
+config (``vllm``: or a smaller ``max_model_len``), or what an ``openai`` server reports. A model without a local
+tokenizer, or a server that reports no context, is not checked; a retry episode counts its first try only.
 """
 
 from __future__ import annotations
@@ -98,12 +88,7 @@ def longest_prompt(config: EvalConfig, datasets: list[EvalDataset], tokenizer: A
 
 
 def check_context(config: EvalConfig, datasets: list[EvalDataset]) -> None:
-    """``max_tokens`` plus the longest prompt of ``datasets`` fits the model's context (:func:`model_context`).
-
-    Raises:
-        ConfigError: naming ``max_tokens``, the longest prompt (its entry and item), the context and its source,
-            and the fix.
-    """
+    """``max_tokens`` plus the longest prompt of ``datasets`` fits the model's context; a ConfigError names both."""
     tokenizer = _tokenizer(config)
     if tokenizer is None:
         return

@@ -1,23 +1,7 @@
 """The evaluation config's ``decoding:`` section: plain sampling, or OREO's value-guided search.
 
-    decoding:
-      mode: value_beam            # sample (the default) | value_beam | value_rerank
-      value_model: outputs/oreo/critic_hf
-      beam_width: 3
-
-``sample`` is the evaluator's own decoding: ``eval_repeats`` completions sampled at ``temperature`` and
-``top_p`` (greedy at temperature 0). The value modes need a value model (a converted OREO critic, an
-``AutoModelForTokenClassification`` folder with one label) and run on the ``hf`` or ``vllm`` backend, the
-value model beside the policy:
-
-- ``value_beam``: OREO's step-level beam search (:func:`rg_verl.search.beam.value_beam`): ``beam_width``
-  partial answers, each expanded with ``beam_width`` sampled steps that end at a ``step_delimiters`` token,
-  every candidate scored by the value model, for at most ``max_steps`` steps;
-- ``value_rerank``: ``samples`` whole responses per item, the best by value (best-of-K).
-
-Either way each item gets the ``eval_repeats`` best answers by value, scored and reported as sampled ones
-are. The value model's files are checked before any weights load (:func:`check_value_model`): its folder,
-its one label, and its vocabulary and tokenizer against the policy's.
+``value_beam`` (:func:`rg_verl.search.beam.value_beam`) and ``value_rerank`` (best of ``samples``) need a value model
+beside the policy on the ``hf`` or ``vllm`` backend; its files are checked before any weights load.
 """
 
 from __future__ import annotations
@@ -94,12 +78,7 @@ def _json(path: Path) -> dict:
 
 
 def check_value_model(value_model: str, policy: str) -> None:
-    """The value model's folder against the policy's, from their configs and tokenizers (no weights load).
-
-    Raises:
-        ConfigError: naming ``decoding.value_model`` and the fix, if the folder or its ``config.json`` is
-            missing, it has more than one label, or its vocabulary or tokenizer differs from the policy's.
-    """
+    """The value model's folder against the policy's, from their configs and tokenizers (no weights load)."""
     folder, policy_folder = Path(value_model), Path(policy)
     if not (folder / "config.json").is_file():
         raise ConfigError(

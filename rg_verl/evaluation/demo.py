@@ -1,21 +1,8 @@
 """``rg-verl demo <model_dir>``: ask a model questions, and see its reasoning, its answer and its score.
 
-Reads one line at a time from stdin (a terminal, or a pipe: ``printf ':item chain_sum\\n' | rg-verl demo DIR``).
-A line is a free question, or a command:
-
-- ``:item <dataset> [index]``: item ``index`` of the reasoning-gym dataset's evaluation split (the items
-  ``evaluation/evaluate_model.py`` uses, with seed ``--seed``); without an index, the dataset's next item.
-  Its reference answer and its score under the training reward (``rg_verl.reward.compute_score``) are shown.
-- ``:datasets``: the dataset names; ``:help``: the commands; ``:quit`` (or end of input): stop.
-
-Each question goes to the model as training sends it: the system prompt (reasoning-gym's ``default`` unless
-``--system-prompt`` says otherwise), then the question, through the chat template (the evaluation's ``hf``
-backend generates; ``--chat-template-kwargs`` passes arguments such as ``enable_thinking`` to the template). The
-response is shown as its ``<think>`` part and its ``<answer>`` part (``rg_verl.reward.extract_answer``), read after
-the text a thinking model's template opens the turn with (``rg_verl.common.chat_template``), which the score's format
-check counts too. Model output is only printed (control characters escaped), never run.
-
-:func:`run_demo` is the loop; it takes any ``generate(messages) -> text``, so it runs without a model.
+A line of stdin is a question or a command (``:item <dataset> [index]``, ``:datasets``, ``:help``, ``:quit``).
+Questions go to the model as training sends them; model output is only printed (control characters escaped).
+:func:`run_demo` takes any ``generate(messages) -> text``, so it runs without a model.
 """
 
 from __future__ import annotations

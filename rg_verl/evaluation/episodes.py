@@ -1,9 +1,4 @@
-"""The evaluator's "wrong, try again" episodes (:mod:`rg_verl.retry`), through any backend.
-
-With ``retry:`` in the evaluation config every completion becomes an episode, as in training: the backend
-answers each prompt ``eval_repeats`` times; every wrong answer, while tries remain, gets the conversation so far
-plus the ``feedback`` turn, and one more answer. Each round of tries is one ``generate`` call over the
-episodes still open, so a backend batches them as it batches prompts. Each try may use ``max_tokens``.
+"""The evaluator's "wrong, try again" episodes (:mod:`rg_verl.retry`), one ``generate`` call per round of tries.
 
 >>> from rg_verl.evaluation.backends.base import Completion
 >>> episode = Episode([Completion("<answer>3</answer>"), Completion("<answer>4</answer>")], [0.0, 1.0])
@@ -55,11 +50,8 @@ def run_episodes(
     retry: RetryConfig,
     judge: Callable[[int, str], float],
 ) -> list[list[Episode]]:
-    """``n`` episodes for each prompt, in the prompts' order.
-
-    ``judge(prompt index, text)`` is 1.0 for a right answer to that prompt. An episode ends at its first right
-    answer or after ``retry.max_turns`` tries.
-    """
+    """``n`` episodes per prompt, each ending at its first right answer (``judge``: 1.0) or after
+    ``retry.max_turns``."""
     first = backend.generate(prompts, n, sampling)
     episodes = [[Episode([c], [judge(i, c.text)]) for c in completions] for i, completions in enumerate(first)]
     for _ in range(1, retry.max_turns):

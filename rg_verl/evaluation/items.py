@@ -1,16 +1,7 @@
-"""Evaluation items: one ``rg_verl.data.dataset.ReasoningGymDataset`` per dataset of the config.
+"""Evaluation items: one ``ReasoningGymDataset`` (its ``eval`` split) per dataset entry of the config.
 
-Items come from the dataset's ``eval`` split, whose questions all belong to the evaluation share
-(``rg_verl.data.holdout``): no evaluation item is a training or validation item of any run, whatever
-the seeds. A dataset read from a file (GSM8K, MATH) gives its rows
-in order, each once, at most ``size`` of them. Each dataset entry of the YAML gets its own dataset object,
-so its ``size``, ``seed`` and ``params`` apply to it alone.
-
-With ``items: reference`` a generator entry is evaluated on reasoning-gym's own items instead,
-``create_dataset(name, seed=seed, size=size, **params)`` in order (``rg_verl.data.reference_questions``),
-so its scores compare with the reference evaluator's. Their questions may lie in any share; those of the
-shipped evaluation configs are kept out of every training and validation split. Their keys in
-items.jsonl differ from the split's (``<category>/<dataset>/reference:<index>``), so a run resumes either way.
+A file dataset gives its rows in order; ``items: reference`` gives reasoning-gym's own items
+(``rg_verl.data.reference_questions``), keyed apart in items.jsonl so a run resumes either way.
 """
 
 from __future__ import annotations
@@ -35,10 +26,7 @@ FILE = "file"
 
 
 def eval_split(mix: dict, seed: int, size: int) -> ReasoningGymDataset:
-    """The evaluation split of a ``reasoning_gym.datasets`` mix, ``size`` items, without a system message.
-
-    The developer message is added by :func:`prompt_messages`, in the role the config gives it.
-    """
+    """The evaluation split of a ``reasoning_gym.datasets`` mix, ``size`` items, without a system message."""
     section = {"datasets": mix, "seed": seed, "eval_size": size, "system_prompt": ""}
     return ReasoningGymDataset(EVAL_SPLIT, tokenizer=None, config=OmegaConf.create({"reasoning_gym": section}))
 
@@ -50,16 +38,7 @@ def reference_item(items: ReferenceItems, index: int) -> dict:
 
 @dataclass
 class EvalDataset:
-    """One dataset of the config to evaluate: its category label, its config entry and its items.
-
-    Args:
-        category: the label of the category the entry is listed under.
-        entry: the config's entry.
-        items: the entry's evaluation split, or reasoning-gym's own items (``kind`` reference); None when
-            its space holds no question of the evaluation share.
-        size: how many of its items are evaluated: ``entry.size``, or a file's rows if it has fewer.
-        kind: which items: ``split``, ``reference`` or ``file``.
-    """
+    """One dataset of the config to evaluate: its category label, its config entry and its items."""
 
     category: str
     entry: DatasetEntry
@@ -69,12 +48,8 @@ class EvalDataset:
 
     @classmethod
     def build(cls, category: str, entry: DatasetEntry, items: str = SPLIT) -> EvalDataset:
-        """The dataset of ``entry``, on the ``items`` the config asks for (a file dataset: its rows); generates
-        no item yet (but the probe of a generator's share).
-
-        A generator whose space holds no question of the evaluation share gets no item: it is reported
-        with 0 items rather than stopping the evaluation of the others.
-        """
+        """The dataset of ``entry`` on the items the config asks for; a generator with no evaluation share gets no
+        item."""
         if entry.source is None and items == REFERENCE:
             reference = ReferenceItems(entry.dataset, entry.params, entry.seed, entry.size)
             return cls(category=category, entry=entry, items=reference, size=entry.size, kind=REFERENCE)

@@ -1,26 +1,9 @@
 """The MATH scoring of the ``llama_math_algebra`` lm-evaluation-harness task (``evaluation/lmeh``).
 
-reasoning-gym scores MATH algebra with lm-eval's Llama 3 MATH rule, whose code lives in the ``llama``
-branch of lm-evaluation-harness and not in the released package. This module is that rule, written for
-rg-verl, so ``--include_path evaluation/lmeh`` runs the task on a stock lm-eval install:
-
-1. the answer of a solution or a response is the content of its last ``\\boxed{...}``
-   (lm-eval's ``last_boxed_only_string`` and ``remove_boxed``);
-2. both answers go through the Minerva normalization (Lewkowycz et al., 2022, appendix D:
-   :func:`normalize_final_answer`); a response's answer goes through it twice, as in the rule;
-3. they match when sympy simplifies their difference to zero (:func:`is_equiv`). There is no string
-   comparison first: two answers that do not parse never match.
-
-The normalization is the paper's, as the rule has it; released lm-eval's ``minerva_math`` task has since
-revised its copy (it keeps a bare tuple such as ``1,2`` from becoming ``12``), so its scores can differ.
-
-Step 3 parses LaTeX with latex2sympy2_extended (math-verify's parser, which grew out of the same grammar
-as sympy's ``parse_latex``): sympy's own parser needs the ANTLR 4.11 runtime, which cannot be installed
-beside the 4.9 runtime that omegaconf (verl's configs) pins. The comparison runs in a worker process of
-:mod:`rg_verl.reward.time_limit`, cut off after :data:`EQUIV_TIMEOUT_S` seconds (the rule's own limit),
-so a hostile answer such as ``9^{9^{9^{9}}}`` scores 0 instead of stalling the run. Where the rule
-would stop the whole run on an answer it cannot unbox (an ``\\fbox{...}``, a ``\\boxed`` without
-braces), the answer is empty here and scores 0.
+lm-eval's Llama 3 MATH rule (not in the released package): the last ``\\boxed{}`` of each side, Minerva's
+normalisation, and a match when sympy simplifies the difference to zero. LaTeX is parsed with latex2sympy2_extended,
+since sympy's parser needs an ANTLR runtime that omegaconf's pin excludes; each comparison runs under
+:mod:`rg_verl.reward.time_limit`, cut off after :data:`EQUIV_TIMEOUT_S`.
 """
 
 from __future__ import annotations

@@ -1,30 +1,4 @@
-"""The numbers an evaluation reports, computed from per-completion scores.
-
-Every function here is pure: it takes the scored completions of some items and returns numbers.
-An *item* is one question; it has ``n`` completions (``eval_repeats``), each a dict holding the keys
-that ``rg_verl.reward.compute_score`` returns (``score``, ``accuracy``, ``correct_strict``,
-``correct_lenient``, ``format_ok``, ``revised``, ``self_corrected``, ``scoring_failed``) plus
-``model_answer`` (the extracted answer under the scoring mode, for majority votes) and ``num_tokens``.
-
-Metrics (rates are means over completions; every item has the same ``n``, so each counts equally;
-the ``@k`` metrics are means over items):
-
-- ``mean_score``: mean ``score`` over all completions (the reference evaluator's ``average_score``).
-- ``accuracy``: share of completions whose answer is fully correct under the scoring mode.
-- ``accuracy_strict`` / ``accuracy_lenient``: the same under each extraction, side by side.
-- ``pass@k``: chance that at least one of ``k`` completions drawn from the item's ``n`` is correct,
-  with the unbiased estimator of Chen et al. (2021), ``1 - C(n - c, k) / C(n, k)``.
-- ``mean@k``: mean accuracy of the item's first ``k`` completions.
-- ``maj@k``: whether the majority answer of the first ``k`` completions is correct (:func:`majority_correct`).
-- ``format_rate``: share of completions in the strict ``<think>…</think><answer>…</answer>`` format.
-- ``answer_rate``: share of completions with an answer under the scoring mode.
-- ``mean_response_tokens``: mean completion length in tokens (over completions whose length is known).
-- ``revision_rate``: share of completions that revised their answer (``rg_verl.reward.terms.revised_answers``).
-- ``self_correction_rate``: among revising completions, the share that revised a wrong answer and ended
-  correct; ``None`` when no completion revised.
-- with ``retry`` episodes (``rg_verl.evaluation.episodes``), also ``mean_turns`` (tries per episode) and
-  ``success@turn<j>`` for each j up to ``max_turns``: the share of episodes right by their j-th try.
-"""
+"""The numbers an evaluation reports, computed from per-completion scores (pure functions; ``docs/evaluation.md``)."""
 
 from __future__ import annotations
 
@@ -41,19 +15,6 @@ SOLVED_BY = "solved_by_turn_"
 
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Unbiased pass@k estimate for one item: ``1 - C(n - c, k) / C(n, k)`` (Chen et al., 2021).
-
-    Computed as ``1 - prod_{i = n - c + 1}^{n} (1 - k / i)``, which never forms large binomials.
-
-    Args:
-        n: completions sampled for the item (``n >= 1``).
-        c: how many of them are correct (``0 <= c <= n``).
-        k: completions the metric imagines drawing (``1 <= k <= n``).
-
-    Returns:
-        The estimate, in [0, 1].
-
-    Raises:
-        ValueError: If the arguments are out of range.
 
     >>> round(pass_at_k(3, 1, 1), 12), round(pass_at_k(3, 1, 2), 12)
     (0.333333333333, 0.666666666667)
@@ -97,11 +58,7 @@ def majority_answer(answers: Sequence[str | None]) -> str | None:
 
 
 def majority_correct(answers: Sequence[str | None], correct: Sequence[bool], k: int) -> float:
-    """1.0 if the majority answer of the first ``k`` completions is a correct one, else 0.0.
-
-    Completions without an answer do not vote; if none has one, the vote fails. The correctness
-    of an answer is read off a completion that gave it: completions with the same extracted
-    answer get the same score.
+    """1.0 if the majority answer of the first ``k`` completions is correct; completions without an answer do not vote.
 
     >>> majority_correct(["3", "4", "4"], [False, True, True], 3)
     1.0
@@ -149,17 +106,8 @@ def _episode_metrics(completions: Sequence[Completion]) -> dict[str, float | Non
 
 
 def aggregate(items: Sequence[Sequence[Completion]], k_values: Sequence[int]) -> dict[str, float | int | None]:
-    """All metrics over ``items`` (each a list of its scored completions, in sampling order).
-
-    Items with fewer than ``k`` completions are left out of the ``@k`` metrics for that ``k``;
-    metrics with nothing to average are ``None``.
-
-    Returns:
-        ``num_items``, ``num_completions``, ``mean_score``, ``accuracy``, ``accuracy_strict``,
-        ``accuracy_lenient``, ``format_rate``, ``answer_rate``, ``mean_response_tokens``,
-        ``revision_rate``, ``self_correction_rate``, ``scoring_failures`` and, for each ``k``,
-        ``pass@k``, ``mean@k`` and ``maj@k``.
-    """
+    """All metrics over ``items``; a ``@k`` metric leaves out items with fewer than ``k`` completions, None when
+    empty."""
     completions = [c for item in items for c in item]
     revised = [c for c in completions if c.get("revised")]
     tokens = [float(c["num_tokens"]) for c in completions if c.get("num_tokens") is not None]

@@ -1,17 +1,4 @@
-"""The run's reports: results.json, summary.md and scores.png, built from the finished items.
-
-results.json keeps the reference evaluator's structure (``metadata``; ``categories[].datasets[]`` with
-``name``, ``category``, ``average_score``, ``total_examples``, ``config`` and per-item ``results``, each
-with ``question``, ``expected_answer``, ``best_score``, ``mean_score`` and ``completions``) and adds
-``metrics`` at each level: per dataset, per category and overall (``metrics`` at the top). Each dataset
-also says how many distinct questions it was evaluated on and whether its space ran short
-(``space_short``: fewer items than its ``size``, or repeated questions), which items it was evaluated on
-(``items``: ``split``, ``reference`` or ``file``; see ``rg_verl.evaluation.items``) and, with
-``reference_training`` set, how many of them are questions of reasoning-gym's training composite
-(``in_reference_training``). A dataset on reference items also counts those whose question a training
-split of rg-verl could hold (``rg_verl_trainable``: in the training share and not in the shipped list of
-``rg_verl.data.reference_questions``; 0 for the shipped configs).
-"""
+"""The run's reports: results.json (the reference evaluator's structure plus ``metrics``), summary.md and scores.png."""
 
 from __future__ import annotations
 
@@ -57,11 +44,7 @@ def build_results(
     metadata: dict,
     reference_training: dict[str, set[str]] | None = None,
 ) -> dict:
-    """The results.json document for ``datasets``, from the finished item ``records`` (by key).
-
-    ``reference_training``: the question hashes of reasoning-gym's training composite per dataset
-    (``rg_verl.evaluation.runner.reference_training``), or None.
-    """
+    """The results.json document for ``datasets``, from the finished item ``records`` (by key)."""
     k_values = config.k_values or [1]
     categories: dict[str, dict] = {}
     all_items: list[list[dict]] = []

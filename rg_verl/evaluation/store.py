@@ -1,9 +1,6 @@
-"""Results on disk: items.jsonl grows one line per finished item (reports are replaced atomically, with
-``rg_verl.common.atomic.write_atomic``).
+"""Results on disk: items.jsonl grows one fsynced line per finished item; reports are replaced atomically.
 
-An interrupted run loses nothing and duplicates nothing: a line is written (and fsynced) only once
-all of an item's completions are scored, a torn last line (a crash mid-write) is cut off when the file
-is read again, and a key seen twice keeps its first record.
+A torn last line is cut off when the file is read again, and a key seen twice keeps its first record.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
-"""Trajectories → the batches verl's engines take: jagged nested tensors, one row per trajectory.
+"""Trajectories as the batches verl's engines take: jagged nested tensors, one row (prompt + response ids) each.
 
-A row is the prompt ids followed by the response ids. The engine's model outputs cover the whole row;
-``verl.workers.utils.padding.no_padding_2_padding`` (inside the losses) cuts out the response part, where
-column t holds log π(a_t | s_t) and V(s_t), the state before response token t. Every response-length field
-below is aligned the same way (see ``rg_verl/oreo/losses.py`` for what each loss reads).
-
-The epoch order is a pure function of (seed, epoch), and a step's trajectories a pure function of (epoch
-order, step), so a resumed run takes exactly the batches it would have taken.
+Response column t is the state before response token t. The epoch order is a pure function of (seed, epoch), so
+a resumed run takes the batches it would have taken.
 """
 
 from __future__ import annotations
@@ -32,12 +27,7 @@ SEQUENCE_FIELDS = (
 
 
 def step_starts(response_ids: Sequence[int], tokenizer: Any, delimiters: Sequence[str] | None) -> list[float]:
-    """1.0 where response token t starts a reasoning step, else 0.0.
-
-    The first token starts a step; a step ends after a token whose text holds one of ``delimiters``. With
-    ``delimiters`` None (the token variant) every token is its own step. Each token is decoded alone, so no
-    character offsets are needed and the answer does not depend on how the text would be re-tokenised.
-    """
+    """1.0 where response token t starts a reasoning step (after a token holding a delimiter; every token without)."""
     if delimiters is None:
         return [1.0] * len(response_ids)
     starts, new_step = [], True
@@ -97,12 +87,8 @@ def unbind_responses(output: torch.Tensor, response_lengths: Sequence[int]) -> l
 
 
 class BatchPlan:
-    """Which trajectories make each step's batch, and which of them this rank takes.
-
-    Epoch e's order is a permutation drawn from ``seed + e`` (or the identity without shuffling); step s of
-    the epoch takes positions ``[s*G, (s+1)*G)``, and rank r of R takes every R-th of them from r, so each
-    rank gets ``G / R`` trajectories. A last partial batch is dropped: every step has exactly G.
-    """
+    """Which trajectories make each step's batch (a permutation of ``seed + epoch``), and which of them this rank
+    takes."""
 
     def __init__(self, size: int, global_batch: int, seed: int, shuffle: bool, rank: int = 0, ranks: int = 1):
         if size < global_batch:
@@ -132,9 +118,8 @@ class BatchPlan:
 
 
 def chunks(indices: Sequence[int], size: int, rank: int = 0, ranks: int = 1) -> list[list[int]]:
-    """``indices`` in chunks of ``size`` per rank, every rank with the same number of chunks (the last ones
-    padded by repeating the final index: FSDP needs every rank in every forward). Rank r's chunk k holds
-    global positions ``[(k*ranks + r)*size, ...)``."""
+    """``indices`` in chunks of ``size`` per rank, the same number on every rank (FSDP needs every rank in every
+    forward)."""
     if not indices:
         return []
     per_round = size * ranks

@@ -1,11 +1,6 @@
-"""OREO checkpoints: both models in verl's FSDP layout, one folder per step.
+"""OREO checkpoints: ``global_step_N/{actor,critic}`` in verl's FSDP layout, plus ``trainer_state.json``.
 
-``<default_local_dir>/global_step_N/actor`` and ``.../critic`` are each written by the engine's own
-``save_checkpoint`` (the layout ``utils/load_fsdp_to_hf.py`` converts: shards, optimizer and scheduler
-state, ``huggingface/``). ``global_step_N/trainer_state.json`` records the step; the epoch order and the
-batch of each step follow from it (``rg_verl.oreo.batches.BatchPlan``), so a resumed run takes the very
-batches it would have taken. The tracker ``latest_checkpointed_iteration.txt`` is written last, by the
-trainer, so a run killed mid-save resumes from the previous complete checkpoint.
+The tracker file is written last, so a run killed mid-save resumes from the previous complete checkpoint.
 """
 
 from __future__ import annotations

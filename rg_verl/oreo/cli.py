@@ -1,11 +1,5 @@
 """``rg-verl oreo <collect|train|rft|iterate>``: OREO's two steps, each the code of its script, its baseline,
-and iterated OREO.
-
-rg-verl oreo collect --config-path DIR --config-name NAME --out DIR [--samples K] ...  # utils/collect_trajectories.py
-rg-verl oreo train [--config-path DIR] [--config-name NAME] [key=value ...]            # train_oreo.py
-rg-verl oreo rft --trajectories DIR --model-path M --out DIR [key=value ...]         # the RFT baseline
-rg-verl oreo iterate --config configs/compare/learn_cpu.yaml [oreo.rounds=N ...]     # iterated OREO
-"""
+and iterated OREO."""
 
 from __future__ import annotations
 

@@ -1,27 +1,7 @@
 """Collect OREO's offline trajectories from a training config: ``rg-verl oreo collect``.
 
-    rg-verl oreo collect --config-path configs/smoke --config-name learn --out trajectories/learn \\
-        --samples 10 --train-items 256 [--val-items 16] [--backend hf|vllm|openai] [--resume] [key=value ...]
-
-The items are those GRPO trains on: ``ReasoningGymDataset`` of the composed config's ``reasoning_gym``
-section (the same path ``rg-verl export`` takes), items ``[--train-start, --train-start + --train-items)`` of
-the training split and, with ``--val-items M``, items ``[0, M)`` of the validation split. Each prompt is the
-item's ``raw_prompt`` under the tokenizer's chat template (with ``data.apply_chat_template_kwargs``). Its
-``prompt_ids`` are those the backend conditioned on (hf and vllm report them; else the chat template's), and
-they must be those verl's rollout conditions on (``rg_verl.evaluation.backends.hf.prompt_token_ids``): the
-first batch of a run checks, and stops the run if they are not. Every completion is scored by
-``rg_verl.reward.compute_score`` with the config's ``reward_kwargs``, as verl passes them to its custom
-reward function: the reward GRPO trains with.
-
-The output follows ``rg_verl.oreo.trajectories``: ``manifest.json`` (written first, marked complete at the
-end) and ``<split>/trajectories-NNNNN.parquet``, one shard per ``--shard-size`` items, each written atomically
-once all its completions are scored. ``--resume`` refuses settings that differ from the manifest (naming the
-field) and generates only the missing shards.
-
-Determinism: each ``generate`` call covers ``--batch-size`` items of one shard, with the sampling seed
-:func:`chunk_seed` (``--seed``, split, first item). The hf backend seeds torch from it per batch: a run
-repeated on the same machine, or resumed, writes identical files. vLLM samples each request from its own
-seeded generator, but does not promise equal logits across batch shapes. The openai backend sends no seed.
+The items are GRPO's (``ReasoningGymDataset``), scored by ``compute_score`` with the config's ``reward_kwargs``;
+shards are written atomically, and ``--resume`` refuses settings that differ from the manifest.
 """
 
 from __future__ import annotations
@@ -124,11 +104,7 @@ def _datasets(section: dict, args: argparse.Namespace) -> tuple[dict[str, Any], 
 
 
 def _checked(config: Any, args: argparse.Namespace, build: bool) -> tuple[str, dict, dict]:
-    """The model path, the reward kwargs and the chat-template kwargs, checked (before any model loads).
-
-    ``--model-path`` replaces the config's model, so that the reward's ``tokenizer_path`` follows it as in
-    training; without it the config's tiny model is built where the config asks for one (with ``build``).
-    """
+    """The model path, the reward kwargs and the chat-template kwargs, checked (before any model loads)."""
     from omegaconf import OmegaConf, open_dict
 
     if args.model_path:
@@ -157,9 +133,7 @@ def _checked(config: Any, args: argparse.Namespace, build: bool) -> tuple[str, d
 
 
 def collect(config: Any, args: argparse.Namespace, *, config_ref: dict | None = None, backend: Any = None) -> Path:
-    """Collects (or, with ``args.resume``, finishes) what ``args`` (:func:`build_parser`'s options) asks for from
-    the composed training ``config``; returns the collection folder. ``config_ref`` (path, name, overrides) goes
-    to the manifest; ``backend``, a ready backend, replaces the one ``args.backend`` names."""
+    """Collects (or resumes) what ``args`` asks for from the composed ``config``; returns the collection folder."""
     from transformers import AutoTokenizer
 
     model_path, reward_kwargs, template_kwargs = _checked(config, args, build=backend is None)

@@ -1,16 +1,5 @@
-"""The sections of an OREO config that rg-verl declares, and the checks a run passes before any model loads.
-
-An OREO config (``rg_verl/conf/oreo_base.yaml``, experiments under ``configs/oreo/``) has:
-
-- ``oreo``: the method (:class:`OreoConfig`): loss variant, β, α, the KL estimator, the reward, the reference;
-- ``data``: the trajectory files and the batch (:class:`OreoDataConfig`);
-- ``trainer``: steps, logging, checkpoints, resume, the device (:class:`OreoTrainerConfig`);
-- ``actor`` and ``critic``: each verl's own ``model``, ``engine`` and ``optim`` groups, composed from verl's
-  config folder and turned into verl's dataclasses (verl checks those); ``checkpoint``: verl's checkpoint group.
-
-Every field here is declared with :func:`rg_verl.common.schema.option`; the help is the comment above the field in
-the base YAML. :func:`validate` runs every check that needs no model: a bad config fails naming the field.
-"""
+"""The sections of an OREO config that rg-verl declares (``oreo``, ``data``, ``trainer``), and the checks a run
+passes before any model loads (:func:`validate`)."""
 
 from __future__ import annotations
 

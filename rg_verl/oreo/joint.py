@@ -1,22 +1,8 @@
 """One OREO update of both models, with one forward and one backward of each model per micro-batch.
 
-The critic's value loss (Eq. 8) reads the actor's log-probs and the actor's policy loss (Eq. 9) reads the
-critic's values, both from before either update, as in OREO's trainer. verl's ``TrainingWorker.train_batch``
-runs a model's forward and its backward in one call, so through it one of the two quantities would need a
-forward of its own without gradients. :func:`joint_update` drives the two engines' public API instead
-(``forward_backward_batch``, ``optimizer_step``, ``lr_scheduler_step``), with the actor nested in the critic's
-loss, micro-batch by micro-batch of the critic engine's own loop:
-
-    critic forward on the micro-batch               → V(s_t), its graph kept
-    actor forward and backward on the same rows     (the policy loss reads V, detached) → log π(a_t | s_t)
-    critic value loss on those log-probs (detached) → the critic's backward
-    after the last micro-batch: both optimizers step, then both learning-rate schedulers
-
-Costs to know: one micro-batch's activations of both models are alive at once; under data parallelism the
-actor's gradients are reduced after every micro-batch rather than once (each nested call is a batch of one
-micro-batch), which is more communication for the same gradients. The metrics are what
-``TrainingWorker.train_batch`` reports: the losses' own, ``loss`` (summed over micro-batches, averaged over
-data-parallel ranks), ``grad_norm`` and ``lr``.
+Each loss reads the other model's quantities from before either update, as OREO's trainer does; verl's
+``train_batch`` runs forward and backward in one call, so the actor runs nested in the critic's loss instead
+(``docs/oreo.md``).
 """
 
 from __future__ import annotations
@@ -52,9 +38,7 @@ def _with_field(data: TensorDict, name: str, rows: list[torch.Tensor], device: t
 
 
 class ActorInCriticLoss:
-    """The critic engine's loss function of one joint update: per micro-batch, it runs the actor's forward and
-    backward on the same rows, reading the critic's values, then returns the value loss on the actor's
-    log-probs. ``actor_outputs`` keeps the actor's per-micro-batch outputs (loss, metrics)."""
+    """The critic engine's loss of one joint update: the actor's forward and backward, then the value loss."""
 
     def __init__(self, actor: TrainingWorker, policy_loss: Loss, value_loss: Loss):
         self.actor, self.policy_loss, self.value_loss = actor, policy_loss, value_loss

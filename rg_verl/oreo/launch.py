@@ -1,13 +1,4 @@
-"""Start an OREO run: ``train_oreo.py`` and ``rg-verl oreo train``.
-
-The config is checked first (:func:`rg_verl.oreo.config.validate`: every field, the batch split over the
-ranks, the model folders and their vocabularies, the trajectory files exist), then the device is prepared
-(on ``trainer.device=cpu``: rg-verl's CPU platform, with :data:`rg_verl.cpu.settings.OREO_CPU_SETTINGS`), and
-only then does :class:`rg_verl.oreo.trainer.OreoTrainer` read the trajectories and load the models.
-
-One process runs the whole run. Under ``torchrun`` each rank runs this same entry point; without it, the
-process is rank 0 of 1 and gets a local rendezvous address. GPU runs use verl's CUDA platform unchanged.
-"""
+"""Start an OREO run: ``train_oreo.py`` and ``rg-verl oreo train``; the config is checked before any model loads."""
 
 from __future__ import annotations
 

@@ -1,23 +1,4 @@
-"""OREO's value and policy losses (Offline REasoning Optimization, arXiv 2412.16145), on verl's loss interface.
-
-Notation (paper §3.1): on a response of T tokens, column t of a [B, R] tensor is the state s_t before response
-token a_t; ρ_t = log π(a_t|s_t) − log πref(a_t|s_t); the reward is terminal, so R_t = R for every t.
-
-- value loss (Eq. 8): (1/T) Σ_t (V(s_t) − R_t + β Σ_{i≥t} ρ_i)², with ρ from the actor's pre-update log-probs;
-- token-level policy loss (Eq. 9): (1/T) Σ_t (V(s_t) − R_t + βρ_t + sg[β Σ_{i>t} ρ_i])², V detached, sg = stop
-  gradient, so every token's gradient is 2β(V(s_t) − R_t + β Σ_{i≥t} ρ_i)/T;
-- step-level policy loss (§4.2): the same over reasoning steps k (ρ^step_k = Σ of the step's ρ), states taken at
-  each step's first token;
-- response-level policy loss (Eq. 10): (V(s_0) − R_0 + β Σ_i ρ_i)²;
-- the KL regulariser α L_reg, estimated on the sampled tokens with verl's ``kl_penalty`` (OREO's shipped runs use
-  the full-vocabulary KL, which verl's loss interface cannot see: it receives sampled-token log-probs only).
-
-The pure functions work on padded [B, R] tensors and a bool mask and return one loss per sequence. The adapters
-``oreo_value_loss`` and ``oreo_policy_loss`` have the signature verl's engine calls
-(``loss_function(model_output=..., data=micro_batch, dp_group=...)``, bound with ``functools.partial(fn, config)``)
-and normalise by ``dp_size / global_batch_size``, so the gradients summed over micro-batches and averaged over DP
-ranks are those of the mean over the global batch, as verl's own ``ppo_loss`` and ``value_loss`` do.
-"""
+"""OREO's value and policy losses (Offline REasoning Optimization, arXiv 2412.16145), on verl's loss interface."""
 
 from __future__ import annotations
 
@@ -56,9 +37,6 @@ def _check_weight(name: str, value) -> None:
 @dataclass(frozen=True)
 class OreoLossConfig:
     """The settings both OREO losses read: the policy-loss variant, β (Eqs. 8-10) and the KL weight α.
-
-    A plain frozen dataclass, so a ``functools.partial`` of a loss with it pickles (Ray workers).
-    Defaults are the paper's token-level setting (App. A.3): β = 0.03, α = 0.01.
 
     >>> OreoLossConfig(variant="step", alpha=0.1).variant
     'step'
@@ -112,12 +90,7 @@ def value_loss_terms(
     mask: torch.Tensor,
     beta: float,
 ) -> torch.Tensor:
-    """Eq. 8 per sequence: (1/T_b) Σ_t (V(s_t) − R_t + β Σ_{i≥t} ρ_i)², ρ = old − ref.
-
-    The regression target of V(s_t) is the soft return R_t − β Σ_{i≥t} ρ_i (Eq. 7). ρ is data here (the actor's
-    pre-update log-probs, detached): no gradient flows through it, only through ``values``. Returns a [B] float32
-    tensor.
-    """
+    """Eq. 8 per sequence: (1/T_b) Σ_t (V(s_t) − R_t + β Σ_{i≥t} ρ_i)², ρ = old − ref."""
     mask = mask.bool()
     rho = _masked((old_log_probs.float() - ref_log_prob.float()).detach(), mask)
     error = values.float() - returns.float() + beta * reverse_cumsum(rho)
@@ -171,12 +144,7 @@ def policy_loss_terms(
     variant: str,
     beta: float,
 ) -> torch.Tensor:
-    """The OREO policy loss per sequence ([B] float32), without the KL term.
-
-    ``variant`` is ``token`` (Eq. 9), ``step`` (§4.2, steps start where ``step_start`` > 0.5; the first response
-    token always starts one) or ``response`` (Eq. 10). ρ = log_probs − ref_log_prob carries the gradient; the
-    critic's ``values`` are detached. ``step_start`` is read by the step variant only.
-    """
+    """The OREO policy loss per sequence ([B] float32), without the KL term."""
     mask = mask.bool()
     rho = _masked(log_probs.float() - ref_log_prob.float(), mask)
     values = values.detach().float()
@@ -193,11 +161,7 @@ def policy_loss_terms(
 
 
 def kl_terms(log_probs: torch.Tensor, ref_log_prob: torch.Tensor, mask: torch.Tensor, kl_type: str) -> torch.Tensor:
-    """L_reg per sequence ([B]): the mean over response tokens of verl's ``kl_penalty(log_probs, ref, kl_type)``.
-
-    OREO averages the KL per sequence over action tokens, then over the batch (``--kl_reg``); here the estimator
-    is the sampled-token one verl offers (``low_var_kl`` = k3 by default).
-    """
+    """L_reg per sequence ([B]): the mean over response tokens of verl's ``kl_penalty(log_probs, ref, kl_type)``."""
     mask = mask.bool()
     kld = kl_penalty(log_probs.float(), ref_log_prob.float(), kl_type)
     return _masked(kld, mask).sum(-1) / _lengths(mask)
@@ -264,12 +228,7 @@ def _value_stats(values: torch.Tensor, mask: torch.Tensor, scale: float) -> dict
 
 
 def oreo_value_loss(config: OreoLossConfig, model_output, data: TensorDict, dp_group=None):
-    """The critic's loss (Eq. 8) for verl's ``value_model`` engine: ``worker.set_loss_fn(partial(fn, config))``.
-
-    Reads V(s_t) from ``model_output["values"]`` and ``returns``, ``old_log_probs``, ``ref_log_prob``,
-    ``response_mask`` from the micro-batch. Returns (loss, metrics): loss = Σ_b L_V,b × dp_size / global_batch_size;
-    ``oreo/value_loss`` and ``oreo/value_mean`` are SUM-aggregated, so they add up to global-batch means.
-    """
+    """The critic's loss (Eq. 8) for verl's ``value_model`` engine: ``worker.set_loss_fn(partial(fn, config))``."""
     fields = ["response_mask", "returns", "old_log_probs", "ref_log_prob"]
     values, padded, mask = _padded_fields(data, model_output["values"], fields)
     scale = _scale(data)
@@ -283,13 +242,7 @@ def oreo_value_loss(config: OreoLossConfig, model_output, data: TensorDict, dp_g
 
 
 def oreo_policy_loss(config: OreoLossConfig, model_output, data: TensorDict, dp_group=None):
-    """The actor's loss for verl's ``language_model`` engine: the policy loss of ``config.variant`` + α × KL.
-
-    Reads log π(a_t|s_t) from ``model_output["log_probs"]`` and ``ref_log_prob``, ``values`` (the critic's pre-update
-    values), ``returns``, ``response_mask`` (and ``step_start`` for the step variant) from the micro-batch. Both
-    terms are normalised by dp_size / global_batch_size; ``oreo/policy_loss`` and ``oreo/kl`` (unweighted) are
-    SUM-aggregated metrics.
-    """
+    """The actor's loss for verl's ``language_model`` engine: the policy loss of ``config.variant`` + α × KL."""
     fields = ["response_mask", "ref_log_prob", "values", "returns"]
     if config.variant == "step":
         fields.append("step_start")

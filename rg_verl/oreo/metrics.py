@@ -1,9 +1,4 @@
-"""Summaries of an OREO critic: how well values separate right from wrong trajectories, and their range.
-
-The value model is trained to predict the soft return (paper Eq. 7), so on held-out trajectories V at a fixed
-state should rank successful trajectories above failed ones. :func:`roc_auc` measures that ranking (0.5 is
-chance), :func:`describe` gives the range the training log shows (as OREO logs V min / max).
-"""
+"""Summaries of an OREO critic: how well values separate right from wrong trajectories (AUC), and their range."""
 
 from __future__ import annotations
 
@@ -39,13 +34,7 @@ def _average_ranks(scores: np.ndarray) -> np.ndarray:
 
 
 def roc_auc(scores: Sequence[float], labels: Sequence[int | bool]) -> float:
-    """The area under the ROC curve of ``scores`` for ``labels`` (1 / True = positive).
-
-    It is the Mann-Whitney U statistic over n₁·n₀: the share of (positive, negative) pairs where the positive
-    scores higher, a tie counting one half. NaN when either class is absent, as no pair exists.
-
-    Raises:
-        ValueError: If the lengths differ, a score is not finite, or a label is not 0/1.
+    """The area under the ROC curve of ``scores`` for 0/1 ``labels`` (ties count one half); NaN when a class is absent.
 
     >>> roc_auc([0.1, 0.4, 0.35, 0.8], [0, 0, 1, 1])
     0.75
@@ -68,9 +57,6 @@ def roc_auc(scores: Sequence[float], labels: Sequence[int | bool]) -> float:
 
 def describe(values: Sequence[float]) -> dict[str, float]:
     """``mean``, ``median``, ``min`` and ``max`` of ``values`` (all NaN when there are none).
-
-    OREO logs the value range and the median log-ratio sum of successful and failed trajectories; this is the one
-    summary both need.
 
     >>> describe([0.0, 1.0, 5.0])
     {'mean': 2.0, 'median': 1.0, 'min': 0.0, 'max': 5.0}

@@ -2,18 +2,6 @@
 
     rg-verl oreo rft --trajectories OUT/train --model-path MODEL --out DIR [--per-item 4] [--device cpu] \\
         [key=value ...]
-
-The baseline OREO's paper compares with, on the same data: of each item's collected completions, those
-whose ``--reward-key`` (``accuracy``) is at least ``--min-reward`` (1), without repeats (the same response
-text once), at most ``--per-item`` of them (lowest ``sample_idx`` first), become chat conversations (the
-item's prompt, then the response as the assistant's turn) in ``DIR/rft_train.parquet``. Then
-``verl.trainer.sft_trainer`` (verl's own SFT trainer, on its FSDP engine) fine-tunes ``MODEL`` on them,
-configured by verl's ``sft_trainer_engine.yaml`` with ``key=value`` overrides of its fields
-(``optim.lr=1e-5``, ``data.train_batch_size=64``, ...). Checkpoints go to ``DIR/global_step_N`` in verl's
-layout; ``utils/load_fsdp_to_hf.py DIR/global_step_N OUT`` converts one.
-
-``--device cpu`` runs in this process on the CPU platform (with the engine settings a CPU run needs, see
-:data:`CPU_SETTINGS`); on GPUs, run the command under ``torchrun --nproc-per-node N``.
 """
 
 from __future__ import annotations

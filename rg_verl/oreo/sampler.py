@@ -1,16 +1,7 @@
 """One collection's sampling: items through a backend, scored by the training reward, into trajectory shards.
 
-:class:`Sampler` is what ``rg-verl oreo collect`` (:mod:`rg_verl.oreo.collect`) runs once it has checked the
-request and written the manifest. For each shard of a split that is not stored yet, it asks the backend for
-``samples_per_item`` completions of ``batch_size`` items per call, and scores each batch in a worker thread
-while the backend samples the next one: on GPUs the backend's work is on the accelerator, on CPU in torch
-kernels that release the GIL. A shard is written atomically once all its rows are scored, so a stopped run
-loses at most the shard it was writing.
-
-Each batch's sampling seed is :func:`chunk_seed` (the collection's seed, the split, the first item), so a
-repeated or resumed run asks for the same completions. Token counts for the reward's length terms are
-counted in one tokenizer call per batch (:func:`rg_verl.reward.score.count_tokens`), the numbers
-``compute_score`` would count one response at a time.
+Each batch is scored in a worker thread while the backend samples the next; its seed is :func:`chunk_seed`, so a
+repeated or resumed run asks for the same completions.
 """
 
 from __future__ import annotations
@@ -44,9 +35,7 @@ def chunk_seed(seed: int, split: str, first_index: int) -> int:
 
 
 class Sampler:
-    """One collection's sampling: the items, the tokenizer, the scorer's settings; generates and writes shards.
-
-    ``backend`` is a ready backend, else ``load()`` makes one when a shard first needs it."""
+    """One collection's sampling: the items, the tokenizer, the scorer's settings; generates and writes shards."""
 
     def __init__(
         self,
@@ -90,9 +79,8 @@ class Sampler:
             self.report(f"{split} shard {number + 1}/{len(shards)}", rows, time.time() - started)
 
     def shard_rows(self, split: str, dataset: Any, first: int, end: int) -> list[dict]:
-        """The rows of items ``[first, end)``: one ``generate`` call per ``batch_size`` items, each batch scored
-        in a worker thread while the backend samples the next (the backend's work is on the accelerator, or in
-        torch kernels that release the GIL)."""
+        """The rows of items ``[first, end)``, each batch scored in a worker thread while the backend samples the
+        next."""
         size, rows, pending = self.manifest["batch_size"], [], None
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="oreo-score") as pool:
             for chunk in range(first, end, size):
@@ -141,9 +129,7 @@ class Sampler:
         return rows
 
     def prompt_ids(self, messages: list, outputs: list) -> list[list[int]]:
-        """The ids each prompt's completions were conditioned on: the backend's where it gives them (hf, vllm),
-        else the chat template's. A run's first batch checks that the backend's are the chat template's (those
-        training uses), so a config that sends the backend other template settings fails there."""
+        """The ids each prompt's completions were conditioned on: the backend's, else the chat template's."""
         given = [completions[0].prompt_token_ids for completions in outputs]
         if self.prompts_checked and all(ids is not None for ids in given):
             return [list(ids) for ids in given]
@@ -164,9 +150,7 @@ class Sampler:
         return iter(count_tokens(texts, self.reward.tokenizer_path, int(self.reward.max_response_length)))
 
     def response_ids(self, completion: Any) -> tuple[list[int], str, bool]:
-        """(ids, ids_source, finished) of a completion: the backend's ids, else its text plus EOS, tokenised.
-
-        Without ids, a completion counts as finished unless its token count reached the budget."""
+        """(ids, ids_source, finished) of a completion: the backend's ids, else its text plus EOS, tokenised."""
         if completion.token_ids is not None:
             ids = [int(i) for i in completion.token_ids]
             return ids, "backend", bool(ids) and ids[-1] in self.eos_ids

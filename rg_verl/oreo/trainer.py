@@ -1,22 +1,7 @@
 """The OREO training loop on verl's engines: a policy and a value model, each a verl ``TrainingWorker``.
 
-One run, in order:
-
-1. the trajectory files are read and checked against the policy's tokenizer (``rg_verl.oreo.trajectories``);
-2. the value model's starting folder is written (``rg_verl.oreo.value_init``: the policy's weights, a zero head);
-3. two ``TrainingWorker``s are built: the actor (``language_model``) with the OREO policy loss and the critic
-   (``value_model``) with the OREO value loss (``rg_verl.oreo.losses``); a checkpoint is loaded when resuming;
-4. the reference log-probs: one no-grad pass of the actor's starting weights (or of the model ``oreo.reference``
-   names) over every trajectory, stored in ``<default_local_dir>/reference_log_probs.pt`` so a resumed run never
-   recomputes them with trained weights;
-5. each step, on this rank's share of a global batch of ``data.train_batch_size`` trajectories: one update of
-   both models (``rg_verl.oreo.joint``): the actor on the policy loss (Eq. 9, or the step or response variant)
-   plus α·KL, the critic on the value loss (Eq. 8), each reading the other's quantities from before either
-   update, as OREO's trainer does, with one forward and one backward of each model per micro-batch;
-6. every ``trainer.test_freq`` steps, the value model's AUC at predicting success on ``data.val_files``;
-   every ``trainer.save_freq`` steps and at the end, a checkpoint ``global_step_N/{actor,critic}``.
-
-It runs in one process, or under ``torchrun`` with one process per rank (both engines shard over all ranks).
+Reference log-probs are computed once and stored, so a resumed run never recomputes them with trained weights;
+``docs/oreo.md`` gives the run's steps.
 """
 
 from __future__ import annotations
@@ -222,11 +207,7 @@ class OreoTrainer:
         return log_probs
 
     def step(self, reference: list[torch.Tensor]) -> dict[str, float]:
-        """One OREO update of both models on the batch of ``self.global_step``; returns its metrics.
-
-        Each model's update reads the other's quantities from before either update, as in OREO's trainer, with
-        one forward and one backward of each model per micro-batch (:func:`rg_verl.oreo.joint.joint_update`).
-        """
+        """One OREO update of both models on the batch of ``self.global_step``; returns its metrics."""
         epoch, indices = self.plan.step(self.global_step)
         items = [self.train[i] for i in indices]
         starts = [self.train_starts[i] for i in indices]
@@ -243,9 +224,7 @@ class OreoTrainer:
         return metrics
 
     def validate(self) -> dict[str, float]:
-        """The value model on the held-out trajectories: its AUC at predicting success (a reward above 0, as
-        collected), at s_0 (the prompt), s_1 (after the first response token) and the last state (before the
-        final token)."""
+        """The value model's AUC at predicting success on the held-out trajectories, at s_0, s_1 and the last state."""
         if not self.val:
             return {}
         values = self._infer_all(self.critic, "values", self.val, self.val_starts)

@@ -1,22 +1,7 @@
 """OREO's trajectory files: their parquet schema, writing shards, and loading them for training.
 
-A collection folder (``rg-verl oreo collect``, :mod:`rg_verl.oreo.collect`) holds ``manifest.json`` and per
-split ``<split>/trajectories-00000.parquet``, ... One row is one sampled completion of one item:
-
-- ``uid`` (``"<split>/<index>"``), ``split``, ``index``, ``sample_idx`` (0..K-1), ``data_source``;
-- ``prompt`` (the chat messages as JSON) and ``prompt_ids`` (the chat template applied with the generation
-  prompt: exactly the ids the policy was conditioned on);
-- ``response`` and ``response_ids`` (the generated ids, up to and including the end-of-sequence token when
-  generation stopped on it; no padding), ``ids_source`` (``backend``, or ``retokenized`` where the backend
-  gave no ids and the text plus end-of-sequence was tokenised), ``finished`` (it ended on end-of-sequence);
-- the reward columns of ``rg_verl.reward.compute_score``: ``score``, ``accuracy`` and every other value the
-  scorer returns, named as it names them (``format_ok``, ``term/format``, ...).
-
-Each shard's parquet metadata (key :data:`METADATA_KEY`) names its split, item range, samples per item and
-the :func:`tokenizer_fingerprint` of the tokenizer that made its ids, so a lone file still says which
-policy it fits. :func:`load_trajectories` reads shards into :class:`Trajectory` rows, with OREO's balancing
-(:func:`balance`), a length limit and a permuted-reward negative control; every problem with the files is
-a :class:`~rg_verl.common.schema.ConfigError` naming the file and the fix.
+One row per sampled completion: ids as the policy was conditioned on, the response ids, and the reward columns
+of ``compute_score``; each shard's metadata (:data:`METADATA_KEY`) names its split, items and tokenizer.
 """
 
 from __future__ import annotations
@@ -98,11 +83,7 @@ def write_shard(path: str | os.PathLike, rows: Sequence[Mapping[str, Any]], meta
 
 
 def shard_is_stored(path: Path, metadata: Mapping[str, Any]) -> bool:
-    """Whether ``path`` holds the finished shard ``metadata`` describes (shards are written whole).
-
-    Raises:
-        ConfigError: If the file is there but unreadable, or was written for another shard or other settings.
-    """
+    """Whether ``path`` holds the finished shard ``metadata`` describes (shards are written whole)."""
     if not path.is_file():
         return False
     try:
@@ -126,18 +107,7 @@ def _dig(mapping: Any, dotted: str) -> Any:
 def open_collection(
     out: Path, manifest: dict, *, resume: bool, overwrite: bool, fixed: Mapping[str, str], splits: Sequence[str]
 ) -> dict:
-    """Prepare the collection folder ``out`` and write its manifest; returns the manifest written.
-
-    Args:
-        manifest: the new collection's manifest (JSON types only).
-        resume: continue the collection in ``out``: every dotted field of ``fixed`` must equal the stored one.
-        overwrite: replace the collection in ``out`` (its manifest and its ``splits`` folders).
-        fixed: dotted manifest field -> the option that sets it (named in the error).
-
-    Raises:
-        ConfigError: ``out`` holds a collection and neither ``resume`` nor ``overwrite`` is set; ``out`` is
-            another non-empty folder; a resumed collection was made with other settings (naming the field).
-    """
+    """Prepare the collection folder ``out`` and write its manifest; returns the manifest written."""
     stored_file = out / MANIFEST
     if stored_file.is_file() and resume and not overwrite:
         stored = json.loads(stored_file.read_text())
@@ -165,11 +135,7 @@ def open_collection(
 
 @dataclass(frozen=True)
 class Trajectory:
-    """One stored completion, ready for training.
-
-    ``reward`` is the selected reward column after its transform (``row[key] * mul + add``); ``accuracy``
-    is the raw accuracy column (success labels, AUC); ``prompt`` (messages as JSON), ``response``: the texts.
-    """
+    """One stored completion, ready for training."""
 
     uid: str
     split: str
@@ -297,13 +263,8 @@ def _field(row: Any, name: str) -> Any:
 
 
 def balance(rows: Iterable[Any], m: int) -> list[Any]:
-    """OREO's balancing rule, per ``uid``: at most ``m`` right and ``m`` wrong completions, and no more right
-    ones than wrong ones, yet one right one where a prompt has any (#right <= max(#wrong, 1)).
-
-    Right means ``accuracy == 1``. Of each kind the lowest ``sample_idx`` are kept, so the choice does not
-    depend on the order of ``rows``; the kept rows come back in their input order. Rows are
-    :class:`Trajectory` objects or mappings with ``uid``, ``sample_idx`` and ``accuracy``.
-    """
+    """OREO's balancing rule per ``uid``: at most ``m`` right and ``m`` wrong, #right <= max(#wrong, 1), lowest
+    ``sample_idx`` first."""
     rows = list(rows)
     if isinstance(m, bool) or not isinstance(m, int) or m < 1:
         raise ConfigError(f"balance: {m!r} is not a positive number of completions per kind; set one, e.g. 4")
@@ -332,22 +293,10 @@ def load_trajectories(
     tokenizer: Any = None,
     permute_seed: int | None = None,
 ) -> list[Trajectory]:
-    """The trajectories of ``path``, in file order (shards sorted within a folder), then row order.
+    """The trajectories of ``path`` (a split folder, a parquet file, or a list), in file then row order.
 
-    Args:
-        path: a collection's split folder (``<out>/train``), a parquet file, or a list of either.
-        reward_key: the reward column that becomes ``reward`` (``accuracy``, ``score``, ...).
-        reward_mul, reward_add: ``reward = row[reward_key] * reward_mul + reward_add``.
-        balance: OREO's per-prompt rule with this ``m`` (:func:`balance`), applied after ``max_length``.
-        max_length: drop the trajectories whose prompt plus response is longer (one warning gives the count).
-        tokenizer: the policy's tokenizer; each file's fingerprint must equal :func:`tokenizer_fingerprint` of it.
-        permute_seed: a negative control: the (reward, accuracy) pairs are shuffled across all kept
-            trajectories with this seed, after balancing.
-
-    Raises:
-        ConfigError: naming the file (or field) and the fix: a missing path, a folder without parquet
-            files, an unreadable or empty file, missing columns, an unknown ``reward_key`` (the message lists
-            the available ones), a non-finite reward, empty ids, a row given twice, a tokenizer mismatch.
+    ``reward = row[reward_key] * reward_mul + reward_add``; ``balance`` is :func:`balance`'s ``m``, applied after
+    ``max_length``; ``permute_seed`` shuffles (reward, accuracy) pairs across the kept rows (a negative control).
     """
     expected = tokenizer_fingerprint(tokenizer) if tokenizer is not None else None
     rows: list[Trajectory] = []

@@ -1,15 +1,7 @@
-"""The value model's starting folder: the policy's weights under a one-label token-classification head.
+"""The value model's starting folder: the policy's weights under a one-label token-classification head of zeros.
 
-OREO starts its value model from the policy's checkpoint with a linear head initialised at zero, so that
-V(s) = 0 for every state before training. verl's value-model engine loads
-``AutoModelForTokenClassification`` (``num_labels=1``), whose ``score`` head transformers initialises at
-random. :func:`prepare_value_model` writes, with the transformers API only, a folder the engine loads as is:
-the backbone's weights, a ``score`` head of zeros (its bias too, where the architecture has one), the
-tokenizer, and a config whose ``architectures`` names the token-classification class, so that the
-checkpoints verl saves from it convert to a model that ``AutoModelForTokenClassification`` loads.
-
-The folder is written once per (source model, head choice) and reused: ``value_init.json`` records the
-source and a completed write; a folder without it is rebuilt.
+OREO starts V(s) at 0 for every state; transformers initialises the ``score`` head at random, so the folder is
+written here with the head zeroed. ``value_init.json`` records the source and a completed write.
 """
 
 from __future__ import annotations

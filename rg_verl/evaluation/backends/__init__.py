@@ -1,25 +1,8 @@
-"""Generation backends: one interface, chosen by name in one plain dict.
+"""Generation backends (``vllm``, ``hf``, ``openai``), one interface, chosen by name in :data:`BACKENDS`.
 
-A backend turns chat prompts into completions::
-
-    backend = create_backend(config)          # config.backend names it
-    outputs = backend.generate(prompts, n, sampling)
-    # outputs[i][j]: the j-th of n completions of prompts[i], a Completion(text, num_tokens)
-
-- ``vllm``: every prompt and repeat in one ``LLM.chat`` call (vLLM batches and schedules them).
-- ``hf``: transformers ``generate`` over batches of prompts, left-padded, chat template applied.
-- ``openai``: any OpenAI-compatible server (``vllm serve``, a hosted API): concurrent requests,
-  a bound on how many are in flight, retries with exponential backoff.
-
-With ``decoding.mode`` ``value_beam`` or ``value_rerank`` (OREO's value-guided search), ``create_backend``
-builds the :data:`SEARCH_BACKENDS` entry of ``config.backend`` (:mod:`rg_verl.evaluation.backends.search`):
-the hf or vllm policy with a value model beside it.
-
-To add a backend: subclass :class:`Backend` in a module here, with ``__init__(self, config: EvalConfig)``
-and ``generate(...)`` (and ``close()`` or ``default_save_every(config)`` where the defaults do not fit);
-import it below and add it to :data:`BACKENDS`, the one list of backend names (the config and the
-command line take theirs from it). Import heavy packages inside ``__init__``, not at module level, so
-that this dict stays cheap to import.
+``backend.generate(prompts, n, sampling)[i][j]`` is the j-th of n completions of ``prompts[i]``. The value modes of
+``decoding`` build a :data:`SEARCH_BACKENDS` entry instead. A new backend subclasses :class:`Backend` and is added
+to :data:`BACKENDS`; heavy packages are imported inside ``__init__`` so this dict stays cheap to import.
 """
 
 from __future__ import annotations
@@ -46,11 +29,7 @@ SEARCH_BACKENDS: dict[str, type[ValueSearchBackend]] = {
 
 
 def backend_class(name: str) -> type[Backend]:
-    """The backend class registered as ``name``.
-
-    Raises:
-        ValueError: If no backend has that name; the message lists the valid names.
-    """
+    """The backend class registered as ``name``; a ValueError lists the valid names."""
     if name not in BACKENDS:
         raise ValueError(f"unknown evaluation backend {name!r}; valid backends: {', '.join(BACKENDS)}")
     return BACKENDS[name]

@@ -15,15 +15,8 @@ GREEDY_BELOW = 1e-5
 
 @dataclass(frozen=True)
 class Sampling:
-    """Sampling settings of one ``generate`` call.
-
-    Args:
-        max_tokens: response budget in tokens.
-        temperature: 0 (below 1e-5, as vLLM decides) means greedy decoding.
-        top_p: nucleus sampling mass.
-        seed: None, or the seed of this call's sampling: a backend that can honour it gives the same
-            completions for the same prompts, settings and seed (each backend says how).
-    """
+    """Sampling settings of one ``generate`` call; temperature 0 is greedy, ``seed`` None or honoured where a backend
+    can."""
 
     max_tokens: int
     temperature: float
@@ -38,15 +31,9 @@ class Sampling:
 
 @dataclass(frozen=True)
 class Completion:
-    """One sampled response.
+    """One sampled response; ``token_ids`` end with the end-of-sequence token where generation stopped on one.
 
-    Args:
-        text: the decoded response.
-        num_tokens: its length in tokens, or None where the backend cannot tell.
-        token_ids: the generated token ids, up to and including the end-of-sequence token when
-            generation stopped on one (no padding); None where the backend does not see them.
-        prompt_token_ids: the ids of the prompt the completion was conditioned on (the chat template
-            applied); None where the backend does not see them.
+    Counts and ids are None where the backend does not see them.
     """
 
     text: str
@@ -56,11 +43,8 @@ class Completion:
 
 
 class Backend(Protocol):
-    """The interface of a generation backend (see ``rg_verl.evaluation.backends``).
-
-    A backend class subclasses this one, which gives it the defaults of :meth:`close` and
-    :meth:`default_save_every`; its ``__init__(config)`` takes the :class:`~rg_verl.evaluation.config.EvalConfig`.
-    """
+    """The interface of a generation backend: ``__init__(config: EvalConfig)``, ``generate``, and defaults for the
+    rest."""
 
     def generate(self, prompts: list[Messages], n: int, sampling: Sampling) -> list[list[Completion]]:
         """``n`` completions for each chat prompt, in the prompts' order."""

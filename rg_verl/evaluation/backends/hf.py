@@ -17,11 +17,8 @@ logger = logging.getLogger(__name__)
 
 
 def prompt_token_ids(tokenizer: Any, messages: Messages, chat_template_kwargs: Mapping | None = None) -> list[int]:
-    """The token ids of a chat prompt: the tokenizer's chat template with the generation prompt, tokenised.
-
-    The same call verl's rollout makes (``apply_chat_template(..., add_generation_prompt=True,
-    tokenize=True, **data.apply_chat_template_kwargs)``), so a prompt here is the prompt training sees.
-    """
+    """The token ids of a chat prompt through the chat template with the generation prompt, as verl's rollout makes
+    them."""
     ids = tokenizer.apply_chat_template(
         messages, add_generation_prompt=True, tokenize=True, **dict(chat_template_kwargs or {})
     )
@@ -31,18 +28,10 @@ def prompt_token_ids(tokenizer: Any, messages: Messages, chat_template_kwargs: M
 
 
 class HFBackend(Backend):
-    """``AutoModelForCausalLM.generate`` over batches of ``config.batch_size`` prompts.
+    """``AutoModelForCausalLM.generate`` over batches of ``config.batch_size`` prompts, sorted by length.
 
-    Each batch is one ``generate`` call that samples ``n`` sequences per prompt. Prompts are sorted
-    by length first, so a batch wastes little on padding; results come back in the prompts' order.
-    Sampling matches vLLM's: temperature and top_p only (top_k off), none of the model folder's
-    ``generation_config.json`` defaults (:func:`~rg_verl.common.hf_generate.plain_generation_config`); temperature 0
-    is greedy, and its ``n`` completions are copies of one.
-
-    Prompts are the ids of :func:`prompt_token_ids` (with ``config.chat_template_kwargs`` where the config
-    has them). With ``Sampling.seed`` set, torch's global generator is seeded before each batch from the
-    seed and the batch's number (:func:`batch_seed`), so the same prompts, settings and seed give the same
-    completions on the same machine. Each completion carries its ``token_ids`` and ``prompt_token_ids``.
+    Sampling matches vLLM's (temperature and top_p only, none of ``generation_config.json``); with ``Sampling.seed``
+    torch is seeded per batch (:func:`batch_seed`), so a seed repeats its completions on the same machine.
     """
 
     def __init__(self, config) -> None:

@@ -1,9 +1,7 @@
-"""Remote generation from any OpenAI-compatible server (``vllm serve``, a hosted API).
+"""Remote generation from any OpenAI-compatible server (``vllm serve``, a hosted API), with the standard library only.
 
-Uses only the standard library: one ``POST {base_url}/chat/completions`` per completion, from a pool
-of ``concurrency`` threads (so at most that many requests are in flight), each retried with
-exponential backoff on connection errors, timeouts, 429 and 5xx. Before a run, :func:`served_max_model_len` asks
-``GET {base_url}/models`` for the served model's context length, where the server reports one (vLLM's does).
+One request per completion from ``concurrency`` threads, retried with exponential backoff on connection errors,
+timeouts, 429 and 5xx; :func:`served_max_model_len` reads the served context length where the server reports one.
 """
 
 from __future__ import annotations
@@ -65,12 +63,7 @@ def served_max_model_len(config) -> int | None:
 
 
 class OpenAIBackend(Backend):
-    """Chat completions over HTTP, ``n`` requests of one completion each per prompt.
-
-    One completion per request gives each its own token count (``usage.completion_tokens``) and
-    lets the bound on requests in flight hold for repeats too; servers with prefix caching (vLLM)
-    reuse the shared prompt.
-    """
+    """Chat completions over HTTP, one completion per request, so each has its own token count."""
 
     def __init__(self, config) -> None:
         self.url = config.base_url.rstrip("/") + "/chat/completions"

@@ -1,17 +1,7 @@
 """The value modes of ``decoding`` as backends: the policy (hf or vllm) with an OREO value model beside it.
 
-:func:`rg_verl.evaluation.backends.create_backend` builds one of these when ``decoding.mode`` is ``value_beam``
-or ``value_rerank`` (:mod:`rg_verl.evaluation.decoding`):
-
-- :class:`HFValueSearchBackend` (``backend: hf``): the policy loads as the ``hf`` backend loads it, and each
-  step of a search is one batched ``generate`` call (:mod:`rg_verl.search.hf`);
-- :class:`VLLMValueSearchBackend` (``backend: vllm``): the policy is a ``vllm.LLM``, and each step is one
-  ``LLM.generate`` call over token ids (:mod:`rg_verl.search.vllm`).
-
-Either way the value model is an ``AutoModelForTokenClassification`` on the evaluation device, scored in one
-forward per step (:class:`~rg_verl.search.hf.HFValueScorer`), prompts are the chat template's ids, and
-``generate`` answers like any backend: per prompt, ``n`` completions, here the best ``n`` by value. Every
-``batch_size`` prompts make one search. States stay token ids; only the final answers are decoded.
+Each step of a search is one batched policy call (:mod:`rg_verl.search.hf`, :mod:`rg_verl.search.vllm`) and one
+value forward; ``generate`` answers with the best ``n`` completions by value per prompt.
 """
 
 from __future__ import annotations
@@ -114,9 +104,8 @@ class HFValueSearchBackend(ValueSearchBackend, HFBackend):
 
 
 class VLLMValueSearchBackend(ValueSearchBackend, VLLMBackend):
-    """The value modes on vLLM: the policy in a ``vllm.LLM``, the value model beside it on ``config.device``
-    (auto: cuda where there is one). vLLM takes :data:`VLLM_MEMORY_SHARE` of the GPU's memory unless
-    ``engine_kwargs`` set ``gpu_memory_utilization``; on the CPU, vLLM's CPU share of host memory."""
+    """The value modes on vLLM; vLLM takes :data:`VLLM_MEMORY_SHARE` of the GPU unless ``engine_kwargs`` say
+    otherwise."""
 
     def __init__(self, config) -> None:
         import torch
