@@ -1,11 +1,6 @@
 """The reward's keyword arguments (``reward.custom_reward_function.reward_kwargs``), declared once:
-:class:`RewardConfig` (mode, extra terms and their gates, lengths, the template's response prefix) and
-:class:`ReferenceTermsConfig` (the reference's length and cosine terms).
-
-Each field is declared with :func:`rg_verl.common.schema.option` (default, one-line help, limits); the help is
-the comment above the field in ``rg_verl/conf/rg_verl_base.yaml``. :func:`rg_verl.reward.compute_score` checks
-its kwargs with it, once per distinct value.
-"""
+:class:`RewardConfig`
+and :class:`ReferenceTermsConfig`."""
 
 from __future__ import annotations
 
@@ -49,10 +44,7 @@ def _parse_gates(where: str, value: Any) -> dict[str, str]:
 
 @dataclass
 class ReferenceTermsConfig:
-    """``reward_kwargs.reference_terms``: the options of the ``reference_*`` terms (``rg_verl.reward.terms``).
-
-    Those terms are reasoning-gym's own training rewards; they count characters, so they need no tokenizer.
-    """
+    """``reward_kwargs.reference_terms``: the options of the ``reference_*`` terms (``rg_verl.reward.terms``)."""
 
     max_output_length: int = option(
         1024, "characters at which reference_length reaches its full value", low=1, high=10**9

@@ -1,14 +1,6 @@
-"""The record a "wrong, try again" episode leaves for the reward, and what the reward reads from it.
+"""The record a "wrong, try again" episode leaves under ``extra_info["retry"]``, and what the reward reads from it.
 
-An episode (:mod:`rg_verl.retry`: the rollout's agent loop, the evaluator's episodes) gives the model up to
-``max_turns`` tries at one question and records, under ``extra_info["retry"]`` (:data:`EPISODE_KEY`), the
-correctness of each try (``turn_accuracy``), the last try's text (``final_response``), ``max_turns`` and
-``discount`` (``rg_verl.retry.episode.episode_record`` writes it). The reward scores the last try, multiplied by
-``discount`` for every try after the first (:func:`episode_values`), with the per-turn outcomes beside it:
-
-- ``turns``: the tries the episode took;
-- ``solved_by_turn_<j>`` for j = 1 … ``max_turns``: 1.0 when a try up to the j-th was right. Their means are
-  success@turn-j (training logs them per dataset, validation as verl's ``val-aux/<source>/solved_by_turn_<j>``).
+The last try is scored, times ``discount`` per try after the first, with ``turns`` and ``solved_by_turn_<j>``.
 
 >>> record = {"turn_accuracy": [0.0, 1.0], "final_response": "<answer>4</answer>", "max_turns": 3, "discount": 0.5}
 >>> episode_values(record)

@@ -1,12 +1,4 @@
-"""The answer of a response: the last ``<answer>`` block, in the strict or the lenient format.
-
-- strict: the whole response is ``<think>…</think>`` then ``<answer>…</answer>``, no other tags inside
-  the answer;
-- lenient: the last complete ``<answer>…</answer>`` block anywhere; for file math items (``math/``),
-  a response without one falls back to its last ``\\boxed{}``.
-
-Only plain substring searches are used, so the cost is linear in the length of the response.
-"""
+"""The answer of a response: the last ``<answer>`` block, in the strict or the lenient format, in linear time."""
 
 from __future__ import annotations
 
@@ -46,42 +38,15 @@ def _lenient_answer(text: str) -> str | None:
 
 
 def extract_answer(text: str, strict: bool = False) -> str | None:
-    """Returns the stripped content of the last ``<answer>...</answer>`` in ``text``.
-
-    Only plain substring searches are used, so the cost is linear in ``len(text)``.
-
-    Args:
-        text: The model's response.
-        strict: If True, the whole response (up to surrounding whitespace) must be
-            ``<think>...</think>`` then ``<answer>...</answer>``, with no other tags
-            inside the answer; otherwise None. If False, the last complete answer
-            block anywhere is used: the last ``<answer>`` that is followed by a
-            ``</answer>``, up to the first ``</answer>`` after it.
-
-    Returns:
-        The answer text, or None if there is none (or strict formatting fails).
-
-    Examples:
-        >>> extract_answer("<think>2+2</think> <answer> 4 </answer>", strict=True)
-        '4'
-        >>> extract_answer("I think <answer>3</answer>, no: <answer>4</answer>.")
-        '4'
-        >>> extract_answer("I think <answer>3</answer>, no: <answer>4</answer>.", strict=True) is None
-        True
-        >>> extract_answer("no tags") is None
-        True
-    """
+    """Returns the stripped content of the last ``<answer>...</answer>`` in ``text``."""
     if not isinstance(text, str):
         return None
     return _strict_answer(text) if strict else _lenient_answer(text)
 
 
 def response_answer(text: Any, data_source: str, strict: bool = False) -> str | None:
-    """The answer of a response that the reward scores, for an item of ``data_source``.
-
-    That is :func:`extract_answer`; for file math items (``math/<name>``) in lenient mode, a
-    response without an answer block falls back to its last ``\\boxed{}``, the convention of
-    math models.
+    """The answer the reward scores: :func:`extract_answer`, falling back to the last ``\\boxed{}`` for lenient math
+    items.
 
     >>> response_answer("so \\\\boxed{5}", "math/gsm8k"), response_answer("so \\\\boxed{5}", "reasoning_gym/chain_sum")
     ('5', None)

@@ -1,15 +1,7 @@
 """Mathematical answer equivalence with math-verify, under a hard time limit.
 
-:func:`math_equal` parses the model's answer and the reference with
-``math_verify.parse`` and compares them with ``math_verify.verify``, in a worker
-process of :mod:`rg_verl.reward.time_limit` (math-verify's own ``signal.alarm`` timeouts are
-disabled: they only work in a main thread and have one-second granularity). Hostile
-answers such as ``\\boxed{9^{9^{9^{9}}}}`` are cut off after ``timeout`` seconds and
-score 0; answers longer than :data:`MAX_ANSWER_CHARS` score 0 without being parsed.
-
-Model output is never evaluated as Python: math-verify parses LaTeX with its own
-grammar, and hands sympy's ``parse_expr`` only strings its regex restricts to digits,
-operators and parentheses.
+Comparisons run in a :mod:`rg_verl.reward.time_limit` worker (math-verify's ``signal.alarm`` works only in a main
+thread); answers over :data:`MAX_ANSWER_CHARS` score 0 unparsed. Model output is never evaluated as Python.
 """
 
 from __future__ import annotations
@@ -143,24 +135,5 @@ def math_equal_status(
 
 
 def math_equal(answer: Any, gold: Any, timeout: float = 1.0, max_chars: int = MAX_ANSWER_CHARS) -> float:
-    """1.0 if ``answer`` is mathematically equivalent to ``gold`` per math-verify, else 0.0.
-
-    Args:
-        answer: The model's answer (untrusted): bare (``1/2``, ``\\frac12``) or
-            delimited (``$...$``, ``\\boxed{...}``); prose is tolerated
-            (``The answer is 5``).
-        gold: The reference, plain (``0.5``, ``1/2``) or LaTeX (``\\frac{1}{2}``,
-            ``\\boxed{...}``).
-        timeout: Hard limit in seconds for parsing and comparing (the worker is
-            killed when it is exceeded; the result is then 0.0).
-        max_chars: Longer answers score 0.0 without being parsed.
-
-    Never raises; non-string inputs score 0.0.
-
-    Examples:
-        >>> math_equal(r"\\boxed{\\dfrac12}", "0.5")
-        1.0
-        >>> math_equal("2", "3")
-        0.0
-    """
+    """1.0 if ``answer`` is mathematically equivalent to ``gold`` per math-verify, else 0.0."""
     return math_equal_status(answer, gold, timeout=timeout, max_chars=max_chars)[0]

@@ -1,12 +1,7 @@
 """Reward for reasoning-gym and file math items (verl ``reward.custom_reward_function``).
 
-verl calls ``compute_score(data_source=..., solution_str=..., ground_truth=...,
-extra_info=..., **reward_kwargs)``; ``reward.custom_reward_function.reward_kwargs``
-arrive as keyword arguments (e.g. ``mode: strict``).
-
-Items of ``reasoning_gym/<dataset>`` are scored by the dataset's own reasoning-gym scorer;
-items of ``math/<name>`` (GSM8K, MATH, see ``rg_verl.data.files``) by math-verify's
-equivalence with the reference answer.
+``reasoning_gym/<dataset>`` items are scored by the dataset's reasoning-gym scorer, ``math/<name>`` items by
+math-verify's equivalence with the reference answer.
 """
 
 from __future__ import annotations
@@ -81,10 +76,7 @@ _tokenizer = load_tokenizer
 
 
 def count_tokens(texts: list[str], tokenizer_path: str, max_tokens: int) -> list[int]:
-    """Tokens in each of ``texts``, in one batched tokenizer call (capped cheaply for absurdly long text).
-
-    A caller that scores many responses (trajectory collection) counts them here once and passes each count
-    to :func:`compute_score` as ``response_tokens``: the same numbers it would count itself, one at a time."""
+    """Tokens in each of ``texts``, in one batched tokenizer call (capped cheaply for absurdly long text)."""
     long = [len(text) > max_tokens * MAX_CHARS_PER_TOKEN for text in texts]
     short = [text for text, too_long in zip(texts, long, strict=True) if not too_long]
     counts = iter(map(len, _tokenizer(tokenizer_path)(short, add_special_tokens=False)["input_ids"]) if short else ())
@@ -97,12 +89,7 @@ def score_in_worker(name: str, answer: str, entry: dict) -> float:
 
 
 def _correctness(name: str, answer: str | None, entry: dict, by_math: bool = False) -> tuple[float, bool]:
-    """(score in [0, 1], whether scoring failed) of ``answer`` for an entry of dataset ``name``.
-
-    With ``by_math`` the answer is scored by math-verify's equivalence with the entry's answer.
-    Scorers that parse with sympy get only plain expressions (``rg_verl.reward.sympy_guard``) and
-    run in a worker that is killed after :data:`SCORE_TIMEOUT_S`; the rest run here.
-    """
+    """(score in [0, 1], whether scoring failed) of ``answer``; sympy-parsing scorers run in a killable worker."""
     if answer is None:
         return 0.0, False
     if by_math:
@@ -174,41 +161,10 @@ def compute_score(
 ) -> dict[str, float | str]:
     """Scores a response: correctness of its final answer, plus weighted extra terms.
 
-    verl passes ``reward.custom_reward_function.reward_kwargs`` as keyword arguments. Those that
-    are None (or absent) take the default of ``rg_verl.reward.config.RewardConfig``, which checks them.
-
-    Args:
-        data_source: ``"reasoning_gym/<dataset name>"``, or ``"math/<name>"`` for a file math
-            item (scored by math-verify).
-        solution_str: The decoded response.
-        ground_truth: The reference answer (used only if ``extra_info`` lacks ``entry``).
-        extra_info: The item's ``extra_info``; ``extra_info["entry"]`` is the entry the scorer needs. With a
-            "wrong, try again" episode's record in ``extra_info["retry"]`` (:mod:`rg_verl.retry.episode`), the
-            episode's last try is scored instead of ``solution_str``, and the score is discounted per extra try.
-        mode, terms, tokenizer_path, max_response_length, math_datasets, reference_terms, gates, response_prefix,
-            chat_template_kwargs: the reward kwargs, each declared with its meaning in
-            ``rg_verl.reward.config.RewardConfig``.
-            ``mode`` picks the extraction behind the reward (both are reported); ``terms`` add weighted extra
-            terms (``rg_verl.reward.terms``) that ``gates`` may let count only for right or wrong answers;
-            ``response_prefix`` is the text a thinking model's template opens the turn with
-            (``rg_verl.common.chat_template``), judged before the response by the format rules.
-        response_tokens: The response's length in tokens as :func:`count_tokens` counts it, from a caller
-            that counted many responses at once; counted here with ``tokenizer_path`` when None.
-        **kwargs: Other keyword arguments from verl; ignored.
-
-    Returns:
-        ``score`` (the reward: correctness under ``mode`` plus each weight × term); ``correct_strict`` and
-        ``correct_lenient`` (correctness under each extraction); ``accuracy`` (1.0 iff that is 1.0); ``format_ok``;
-        ``answer_found`` (under ``mode``); ``revised`` (the response changed its answer,
-        see ``rg_verl.reward.terms.revised_answers``); ``self_corrected`` (it revised a wrong
-        answer and ended correct); ``scoring_failed`` (the scorer raised); ``response_tokens`` and ``truncated``
-        (1.0 when it fills the budget) given a tokenizer; ``term/<name>`` per weighted term (0 where gated off);
-        ``pred``, the only text: the answer under ``mode`` ("" for none), which verl's validation votes on (maj@N);
-        for an episode also ``turns`` and ``solved_by_turn_<j>`` (``rg_verl.reward.episode.episode_values``).
-
-    Raises:
-        ValueError: If ``data_source`` is not a reasoning-gym dataset or a file item, or a reward
-            keyword argument is invalid (``rg_verl.common.schema.ConfigError``).
+    The reward kwargs that are None take :class:`~rg_verl.reward.config.RewardConfig`'s defaults. With a retry episode
+    in ``extra_info["retry"]`` its last try is scored, discounted per extra try. ``response_tokens`` is a count from
+    :func:`count_tokens`, else counted here. Returns ``score`` and the values ``docs/reward.md`` lists, ``pred`` (the
+    answer verl's maj@N votes on) among them; a ValueError names an unknown data source or a bad kwarg.
     """
     config = reward_config(
         mode=mode, terms=terms, tokenizer_path=tokenizer_path,

@@ -1,11 +1,7 @@
-"""Which answers may reach a scorer that hands them to ``sympy.parse_expr``.
+"""Which answers may reach a scorer that hands them to ``sympy.parse_expr``, which evaluates its input as Python.
 
-Five reasoning-gym scorers (:data:`SYMPY_PARSED`) call ``sympy.parse_expr(answer)``, and
-``parse_expr`` evaluates its input as Python. Model output is untrusted, so rg-verl only passes them
-answers that are plain arithmetic: digits, operators, brackets, and names that are either math
-functions and constants (and ``Integral``: some reference answers of ``intermediate_integration`` are
-unevaluated integrals) or short variable names. There are no underscores, quotes, attribute access,
-or builtins such as ``eval`` and ``chr``. Anything else scores 0 without being parsed.
+Only plain arithmetic passes: digits, operators, brackets, math functions (and ``Integral``) and short variable
+names; no underscores, quotes, attributes or builtins. Anything else scores 0 unparsed.
 """
 
 import builtins

@@ -1,38 +1,7 @@
-"""Extra reward terms, added to correctness with a weight each.
+"""Extra reward terms, added to correctness with a weight each: ``term(response: Response) -> float`` in :data:`TERMS`.
 
-Every term is a plain function ``term(response: Response) -> float`` in :data:`TERMS`. The reward
-(``rg_verl.reward.compute_score``) adds ``weight * term(response)`` for each term whose weight in
-``reward.custom_reward_function.reward_kwargs.terms`` is non-zero, and reports every term's value.
-
-To add a term: write the function here, document its range, add it to :data:`TERMS` and its name to
-``rg_verl.common.names.TERM_NAMES`` (the names ``rg_verl.reward.config.RewardConfig`` accepts; a test keeps the
-two equal).
-
-Terms:
-
-- ``format`` in {0, 1}: 1 when the response is exactly ``<think>…</think><answer>…</answer>``.
-- ``length`` in [-1, 0]: minus the response length in tokens over the maximum response length,
-  clamped; a response that fills its whole budget gets -1.
-- ``cosine`` in [-1, 1]: correctness scaled by length with a cosine schedule (Yeo et al., 2025,
-  "Demystifying Long Chain-of-Thought Reasoning in LLMs"). A correct answer earns between 1.0 (empty
-  response) and 0.5 (full budget); a wrong one between -1.0 (empty) and -0.5 (full budget), so
-  shorter is better when right, and thinking longer costs less when wrong.
-- ``self_correction`` in {0, 1}: 1 when the response revised its answer and ended correct (see
-  :func:`revised_answers` for the detection rule).
-
-The ``reference_*`` terms are the secondary rewards of reasoning-gym's own training code, by its
-definitions: they count characters of the response as verl decodes it (special tokens skipped), not
-tokens, and take their options from ``reward_kwargs.reference_terms``. Their correctness is the
-reward's, under the configured ``mode``; their weight plays the reference's ``scaling_factor``.
-
-- ``reference_format`` in {0, 1}: 1 for exactly one think block and one answer block, the response
-  starting with them (see :func:`reference_format_ok`).
-- ``reference_length`` in [0, 1]: ``(1 - correctness) * min(characters / max_output_length, 1)``:
-  an answer that is not fully right earns more the longer it is.
-- ``reference_cosine`` in [0, 1]: correctness scaled by length in characters on a cosine of period
-  2000 characters: a correct answer earns 1.0 (empty) down to 0.95 (1000 characters), a wrong one 0.0
-  (empty) up to 0.7 (1000 characters); past 1000 characters the value swings back (see
-  :func:`reference_cosine_term`).
+A new term goes in :data:`TERMS` and its name in ``rg_verl.common.names.TERM_NAMES`` (a test keeps them equal);
+``docs/reward.md`` gives each term's range and meaning.
 """
 
 import math
@@ -45,21 +14,7 @@ from rg_verl.common.names import ANSWER_CLOSE, ANSWER_OPEN, THINK_CLOSE, THINK_O
 
 @dataclass(frozen=True)
 class Response:
-    """What a term may look at.
-
-    Args:
-        text: the decoded response.
-        correctness: the score of the final answer, in [0, 1].
-        format_ok: whether the response has the strict think/answer format.
-        num_tokens: response length in tokens.
-        max_tokens: the configured maximum response length in tokens.
-        earlier_answers_correct: for each answer the response gave before its final one, in order,
-            whether it was correct.
-        max_output_length: the characters at which ``reference_length`` reaches its full value
-            (``reward_kwargs.reference_terms.max_output_length``; the default is that field's).
-        preappend_thinking_token: whether ``reference_format`` puts ``<think>`` before the response
-            first (``reward_kwargs.reference_terms.preappend_thinking_token``).
-    """
+    """What a term may look at."""
 
     text: str
     correctness: float
@@ -72,11 +27,7 @@ class Response:
 
 
 def revised_answers(text: str) -> list[str]:
-    """Every ``<answer>…</answer>`` block in ``text``, in order (the last one is the final answer).
-
-    Detection rule for self-correction, shared by the reward and the evaluator: a response
-    *revises* its answer when it contains two or more answer blocks whose contents (stripped)
-    differ. The earlier blocks are its intermediate answers. Plain substring search, linear time.
+    """Every ``<answer>`` block's content in ``text``, in order; a response revises when two of them differ.
 
     >>> revised_answers("<answer>3</answer> wait, <answer>4</answer>")
     ['3', '4']
@@ -157,12 +108,8 @@ def _tag_blocks(text: str, open_tag: str, close_tag: str, limit: float) -> list[
 
 
 def _starts_think_then_answer(text: str) -> bool:
-    """Whether ``text`` starts (after whitespace) with a think block, whitespace, and an answer block:
-    a match at its start of ``\\s*<think>.*?</think>\\s*<answer>.*?</answer>`` (DOTALL).
-
-    Checked without backtracking: any ``</think>`` that closes the think block may be the one followed
-    by ``<answer>``, and the answer block then needs a ``</answer>`` anywhere after that opening tag.
-    """
+    """Whether ``text`` matches ``\\s*<think>.*?</think>\\s*<answer>.*?</answer>`` (DOTALL) at its start, without
+    backtracking."""
     start = _skip_space(text, 0)
     if not text.startswith(THINK_OPEN, start):
         return False
@@ -178,19 +125,9 @@ def _starts_think_then_answer(text: str) -> bool:
 
 
 def reference_format_ok(text: str, preappend_thinking_token: bool = False) -> bool:
-    """reasoning-gym's format rule: exactly one think block and one answer block, no nested tags.
+    """reasoning-gym's format rule: one think block then one answer block at the start, no nested tags, in linear time.
 
-    With ``preappend_thinking_token``, ``<think>`` is put before ``text`` first (for prompts that end
-    in the opening tag, so the response holds only the rest). Then all of these hold:
-
-    - ``text`` starts, after optional whitespace, with ``<think>…</think>``, optional whitespace and
-      ``<answer>…</answer>`` (a prefix match: anything may follow);
-    - it has exactly one ``<think>…</think>`` block and exactly one ``<answer>…</answer>`` block, each
-      closed by the first closing tag after its opening one;
-    - neither block's content holds ``<think>`` or ``<answer>``.
-
-    The same rule as the reference's regular expressions, in linear time (a regex backtracks
-    quadratically on a response that repeats ``</think><answer>``).
+    With ``preappend_thinking_token``, ``<think>`` is put before ``text`` first.
 
     >>> reference_format_ok(" <think>2+2</think>\\n<answer>4</answer> done")
     True
@@ -217,26 +154,16 @@ def reference_format_term(response: Response) -> float:
 
 
 def reference_length_term(response: Response) -> float:
-    """The shortfall from full correctness times the length in characters over ``max_output_length``.
-
-    ``(1 - correctness) * min(len(text) / max_output_length, 1)``, in [0, 1]: 0 for a correct answer
-    whatever its length; for one that is not fully correct, longer earns more, up to the cap.
-    """
+    """``(1 - correctness) * min(len(text) / max_output_length, 1)``, in [0, 1]."""
     progress = min(len(response.text) / response.max_output_length, 1.0)
     return (REFERENCE_MAX_SCORE - response.correctness) * progress
 
 
 def reference_cosine_term(response: Response) -> float:
-    """Correctness scaled by length in characters on a cosine, as reasoning-gym's training defines it.
+    """Correctness scaled by length in characters on a cosine of period 2000, as reasoning-gym's training defines it.
 
-    With ``progress = len(text) / 1000`` and (short, long) = (1.0, 0.95) when correctness is exactly
-    1.0, else (0.0, 0.7): ``long + (short - long) * (1 + cos(pi * progress)) / 2``. So a correct answer
-    earns 1.0 (empty) down to 0.95 (1000 characters), and a wrong or partly right one 0.0 (empty) up to
-    0.7 (1000 characters).
-
-    ``progress`` is not clamped, as in the reference: past 1000 characters the cosine keeps turning, so
-    the value swings back to the short one at 2000 characters (a wrong answer of 2000 characters earns
-    0.0 again, like an empty one) and repeats every 2000 characters. The value stays in [0, 1].
+    ``long + (short - long) * (1 + cos(pi * len(text) / 1000)) / 2`` with (short, long) = (1.0, 0.95) when correct,
+    else (0.0, 0.7); unclamped as in the reference, so it swings back past 1000 characters.
     """
     short, long = REFERENCE_COSINE_CORRECT if response.correctness == 1.0 else REFERENCE_COSINE_WRONG
     cosine = math.cos(len(response.text) / REFERENCE_COSINE_LENGTH * math.pi)
