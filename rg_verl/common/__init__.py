@@ -1,7 +1,4 @@
-"""What every room shares, below all of them: the schema helpers (``schema``: ``ConfigError``, typed sections), the
-names spelled once (``names``: splits, data sources, tags, seeds), the text conventions (``final_answer``,
-``chat_template``), where a transformers generation ends (``hf_generate``), means per label (``stats``), a
-tokenizer's fingerprint (``tokenizer``) and atomic writes (``atomic``).
+"""What every room shares, below all of them: the schema, the names spelled once, text conventions, atomic writes.
 
 Nothing here imports another room of rg-verl.
 """

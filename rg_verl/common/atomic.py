@@ -1,8 +1,6 @@
 """Atomic outputs: a reader sees the old file (or folder) or the new one, never half of one.
 
-Every output rg-verl writes goes through here: evaluation results, the reward curve, the tiny model,
-converted checkpoints, downloaded data. Permissions follow the umask, as ``open`` and ``mkdir`` would
-give (``mkstemp`` and ``mkdtemp`` would otherwise leave 0600 and 0700).
+Permissions follow the umask, as ``open`` and ``mkdir`` would give (``mkstemp`` and ``mkdtemp`` leave 0600, 0700).
 """
 
 from __future__ import annotations
@@ -23,11 +21,8 @@ class PublishError(FileExistsError):
 
 
 def _umask() -> int:
-    """The process umask, read without changing it where the OS allows (Linux's /proc).
-
-    ``os.umask`` can only read the mask by setting it, and a thread creating a file in that moment
-    would get the temporary mask: only where /proc is missing is that done.
-    """
+    """The process umask, read from /proc where it can be: ``os.umask`` reads it only by setting it, racing other
+    threads."""
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
             if line.startswith("Umask:"):
@@ -65,11 +60,7 @@ def write_atomic(path: str | os.PathLike, data: str | bytes) -> None:
 
 
 def publish_dir(staging: Path, out: Path, replace: bool = False) -> None:
-    """Move the finished folder ``staging`` to ``out`` in one rename.
-
-    An empty ``out`` is replaced. A non-empty one is replaced only with ``replace`` (moved aside first,
-    restored if the rename fails, deleted after); otherwise :class:`PublishError`.
-    """
+    """Move the finished folder ``staging`` to ``out`` in one rename; a non-empty ``out`` only with ``replace``."""
     _chmod_as_created(staging)
     old = None
     if out.exists() or out.is_symlink():
@@ -93,8 +84,6 @@ def publish_dir(staging: Path, out: Path, replace: bool = False) -> None:
 @contextlib.contextmanager
 def staging_dir(out: str | os.PathLike, replace: bool = False) -> Iterator[Path]:
     """A hidden folder beside ``out`` to write into; published as ``out`` when the block ends without error.
-
-    On an error the staging folder is deleted and ``out`` is left as it was.
 
     >>> import tempfile, pathlib
     >>> root = pathlib.Path(tempfile.mkdtemp())

@@ -1,14 +1,7 @@
 """What a chat template writes at the start of the assistant's turn, before the model's first token.
 
-Thinking models open the turn themselves: the generation prompt of Qwen3's thinking models and of DeepSeek-R1's
-distills ends with ``<think>``, so the response the model writes starts inside the think block, and Qwen3's
-template with ``enable_thinking=False`` writes an empty ``<think>\\n\\n</think>\\n\\n`` block. Judged alone, such
-a response never has the ``<think>…</think><answer>…</answer>`` format. The reward therefore judges the format
-on the turn as the model sees it: this prefix, then the response (``reward_kwargs.response_prefix``).
-
-:func:`response_prefix` reads the prefix off the tokenizer's template, rendered with the run's chat-template
-arguments (verl's ``data.apply_chat_template_kwargs``): the part of the generation prompt from its ``<think>``
-on, or "" when the generation prompt opens no think block (any template without one, such as Qwen2.5's).
+A thinking model's generation prompt ends with ``<think>`` (Qwen3, DeepSeek-R1's distills), so the reward judges the
+format on this prefix plus the response (``docs/reward.md``).
 """
 
 from __future__ import annotations
@@ -32,11 +25,7 @@ _PROBE = [{"role": "user", "content": "?"}]
 
 
 def response_prefix(tokenizer: Any, template_kwargs: Mapping[str, Any] | None = None) -> str:
-    """The text from ``<think>`` on that the generation prompt of ``tokenizer``'s chat template ends with, or "".
-
-    The generation prompt is what ``add_generation_prompt=True`` adds to a rendered conversation; a tokenizer
-    without a chat template has none.
-    """
+    """The text from ``<think>`` on that the generation prompt of ``tokenizer``'s chat template ends with, or ""."""
     if not getattr(tokenizer, "chat_template", None):
         return ""
     kwargs = dict(template_kwargs or {})
@@ -76,10 +65,7 @@ def _detected(tokenizer_path: str, template_kwargs: str) -> str:
 def resolve_response_prefix(
     value: str, tokenizer_path: str | None, template_kwargs: Mapping[str, Any] | None = None
 ) -> str:
-    """``value``, or for :data:`AUTO` the prefix of the tokenizer at ``tokenizer_path`` ("" without one).
-
-    Each tokenizer and set of template arguments is read once per process.
-    """
+    """``value``, or for :data:`AUTO` the prefix of the tokenizer at ``tokenizer_path`` ("" without one)."""
     if value != AUTO:
         return value
     if not tokenizer_path:

@@ -1,14 +1,6 @@
-"""Where math text states its final answer: the last ``\\boxed{}``, and the text after GSM8K's ``####``.
+"""Where math text states its final answer: the last ``\\boxed{}`` (MATH), and the text after GSM8K's ``####``.
 
-These are the reference conventions of the public math datasets, as plain string functions:
-
-- MATH (``hendrycks/competition_math`` and its copies): a solution ends in ``\\boxed{answer}``, and math
-  models answer the same way;
-- GSM8K (``openai/gsm8k``): a solution ends in ``#### answer``.
-
-The data layer reads the references of GSM8K and MATH files with them (``rg_verl.data.formats``), the
-reward a response's boxed answer (``rg_verl.reward.extraction``), the lm-eval tasks both. This module
-imports nothing of rg-verl, so each of those layers can import it without importing another.
+This module imports nothing of rg-verl, so the data layer, the reward and the lm-eval tasks can each import it.
 """
 
 from __future__ import annotations
@@ -56,19 +48,8 @@ def _after_command(text: str, end: int) -> str | None:
 
 
 def last_boxed(text: Any) -> str | None:
-    """Content of the last ``\\boxed{...}`` (else the last ``\\fbox{...}``) in ``text``.
-
-    Braces are counted literally (as in the MATH reference ``last_boxed_only_string``),
-    so ``\\boxed{\\{1,2\\}}`` gives ``\\{1,2\\}``. ``\\boxed 5`` and ``\\boxed5`` give
-    ``5``. Returns None if there is no box, or the last one is not closed (e.g. a
-    truncated response). Linear time; never raises.
-
-    Examples:
-        >>> last_boxed(r"so \\boxed{1} or rather \\boxed{\\frac{1}{2}}.")
-        '\\\\frac{1}{2}'
-        >>> last_boxed(r"\\boxed{12") is None
-        True
-    """
+    """Content of the last ``\\boxed{...}`` (else ``\\fbox{...}``), braces counted literally; None if unclosed or
+    absent."""
     if not isinstance(text, str):
         return None
     for command in (_BOXED, _FBOX):
@@ -86,9 +67,7 @@ def last_boxed(text: Any) -> str | None:
 
 
 def gsm8k_reference(answer_text: Any) -> str:
-    """The final answer of a GSM8K reference solution: the text after the last
-    ``####``, stripped, with thousands separators removed. Without ``####`` the whole text is used.
-    Never raises.
+    """The text after the last ``####`` of a GSM8K reference solution (else all of it), without thousands separators.
 
     >>> gsm8k_reference("3 + 4 = 7 apples, so 1,234 - 7 = 1,227. #### 1,227"), gsm8k_reference(" 12 ")
     ('1227', '12')

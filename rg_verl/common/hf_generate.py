@@ -1,15 +1,7 @@
-"""What the two ``transformers`` generators share: the ``hf`` rollout server and the ``hf`` evaluation backend.
+"""What the ``hf`` rollout server and the ``hf`` evaluation backend share: where a response ends, and plain sampling.
 
-Both decide where a response ends the same way: the end-of-sequence ids of the model's generation config
-(falling back to its model config), plus the tokenizer's own where one is given; a response is its
-tokens up to and including the first of them. ``model.generate`` pads a finished row of a batch up to
-the longest one, so the tokens after that first end-of-sequence token are padding, not response.
-
-Both also sample with exactly the settings they are given: :func:`plain_generation_config` drops the sampling
-defaults a model folder's ``generation_config.json`` carries (a ``repetition_penalty``, ``top_k``, ``top_p``),
-which ``model.generate`` would otherwise merge in. vLLM applies none of them when handed explicit
-``SamplingParams`` (the evaluator's ``vllm`` backend), and neither does verl's rollout, so a number measured
-on the CPU with transformers and one measured on a GPU with vLLM come from the same sampling.
+A response ends at its first end-of-sequence id (the rest of a batch row is padding). ``generation_config.json``'s
+sampling defaults are dropped, as vLLM and verl's rollout apply none, so CPU and GPU numbers sample alike.
 
 >>> response_length([5, 7, 2, 0, 0], {2})
 3
@@ -43,13 +35,6 @@ def _ids(value: int | Sequence[int] | None) -> list[int]:
 def eos_token_ids(model: Any, tokenizer: Any = None) -> tuple[int, ...]:
     """The ids that end a response of ``model`` (a ``transformers`` model), sorted, each once.
 
-    Args:
-        model: its ``generation_config.eos_token_id`` (an id or a list), else ``config.eos_token_id``.
-        tokenizer: if given, its ``eos_token_id`` is added (a chat model's end-of-turn token).
-
-    Returns:
-        The ids; empty when neither names one (such a model generates up to its token budget).
-
     >>> from types import SimpleNamespace as NS
     >>> eos_token_ids(NS(generation_config=NS(eos_token_id=[7, 2]), config=NS(eos_token_id=9)), NS(eos_token_id=7))
     (2, 7)
@@ -64,10 +49,7 @@ def eos_token_ids(model: Any, tokenizer: Any = None) -> tuple[int, ...]:
 
 
 def saved_eos_token_ids(model_path: str, tokenizer: Any = None) -> tuple[int, ...]:
-    """:func:`eos_token_ids` of a saved model, read from its folder's configs without loading its weights.
-
-    A path without a ``generation_config.json`` falls back to ``config.json``; one without either (a
-    served model of which only the tokenizer is here) gives the tokenizer's id alone."""
+    """:func:`eos_token_ids` of a saved model, read from its folder's configs without loading its weights."""
     from transformers import AutoConfig, GenerationConfig
 
     try:
@@ -82,12 +64,7 @@ def saved_eos_token_ids(model_path: str, tokenizer: Any = None) -> tuple[int, ..
 
 
 def plain_generation_config(model: Any) -> None:
-    """Replace ``model.generation_config`` by one that keeps only its token ids (:data:`TOKEN_FIELDS`).
-
-    ``model.generate`` fills every setting its caller leaves unset from ``model.generation_config``; a folder
-    whose ``generation_config.json`` says ``repetition_penalty: 1.1`` would then sample differently here than on
-    vLLM or in verl's rollout, which apply only the settings they are passed.
-    """
+    """Replace ``model.generation_config`` by one that keeps only its token ids (:data:`TOKEN_FIELDS`)."""
     from transformers import GenerationConfig
 
     current = model.generation_config

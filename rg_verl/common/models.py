@@ -1,12 +1,5 @@
-"""A model that a config names: where its files are, and how long a sequence its config allows, read without
-loading any weights.
-
-A model path is a local folder or a Hugging Face hub id (``org/name``). A hub id is found in the local Hugging Face
-cache (huggingface_hub's ``HF_HUB_CACHE``: ``$HF_HOME/hub`` unless set), where ``from_pretrained`` finds it offline,
-or else, on a machine that is online, on the hub. :func:`check_model_path` refuses a path that resolves nowhere
-before a run starts: a mistyped id would otherwise fail only when the model loads, after Ray has started.
-:func:`context_length` reads the positions a model's config allows, rope scaling included.
-"""
+"""A model that a config names: a local folder, a hub id in the local Hugging Face cache, or (online) the hub; and the
+context length its config allows, read without loading any weights."""
 
 from __future__ import annotations
 
@@ -87,13 +80,7 @@ def model_folder(path: str) -> str | None:
 
 
 def check_model_path(where: str, path: Any) -> None:
-    """A model path must be a local folder, a hub id in the local Hugging Face cache, or (online) one on the hub.
-
-    A gated or private model that the hub says exists passes, with a warning that it needs a token.
-
-    Raises:
-        ConfigError: naming ``where``, the path, what was looked at (the cache's folder, the hub) and the fix.
-    """
+    """A model path must resolve (folder, cache, or hub); a gated model the hub knows passes with a warning."""
     if not isinstance(path, str) or not path:
         raise ConfigError(f"{where}: {path!r} is not a model path; set a local directory or a hub id like org/name")
     if os.path.isdir(path):
@@ -182,9 +169,8 @@ def context_length(path: str) -> ContextLength | None:
 
 
 def config_context_length(config: Any, where: str) -> ContextLength | None:
-    """The positions a transformers config allows: ``max_position_embeddings``, stretched by a linear, dynamic or
-    yarn rope factor (yarn's from ``original_max_position_embeddings`` where the config sets another); None without
-    ``max_position_embeddings``. ``where`` names the config in :attr:`ContextLength.source`.
+    """The positions a transformers config allows: ``max_position_embeddings``, stretched by a rope factor; None without
+    it.
 
     >>> from types import SimpleNamespace as Config
     >>> config_context_length(Config(max_position_embeddings=32768), "config.json")

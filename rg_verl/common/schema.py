@@ -1,13 +1,7 @@
-"""Config fields declared once: default, one-line help and limits, where the dataclass declares them.
+"""Config fields declared once (:func:`option`: default, one-line help, limits), and the one parser that checks them.
 
-Every section of rg-verl's config (``rg_verl.config``) and of the evaluation YAML
-(``rg_verl.evaluation.config``) is a dataclass whose fields are made with :func:`option`. One generic
-parser, :func:`parse_section`, turns a plain mapping into an instance: unknown keys, wrong types,
-values outside the limits and bad choices all become a :class:`ConfigError` that names the field, the
-bad value and the fix. Cross-field checks go in the dataclass's ``validate(where)`` method, which
-:func:`parse_section` calls last. A value check that no type covers (:func:`text`, :func:`above_zero`,
-:func:`run_name`, ...) is a field's ``parse``. The field tables of docs/ and ``rg_verl/conf/rg_verl_base.yaml`` are
-checked against these declarations by the tests (:func:`field_docs`).
+:func:`parse_section` turns a mapping into a dataclass, each error a :class:`ConfigError` naming the field, the value
+and the fix; cross-field checks are a class's ``validate(where)``. Tests check docs' field tables against these.
 
 >>> from dataclasses import dataclass
 >>> @dataclass
@@ -66,18 +60,7 @@ def option(
     doc_default: str | None = None,
     noun: str | None = None,
 ) -> Any:
-    """A dataclass field with its default, a one-line ``help``, and its limits.
-
-    Args:
-        default: the value when the key is absent; a dict or list default is copied per instance.
-        help: one line, as the docs' field table and the base YAML's comment say it.
-        low, high: inclusive bounds of a number.
-        choices: the values a field may take.
-        parse: ``parse(where, value) -> value`` for a value no type check covers (a mix of datasets,
-            a list of entries); it replaces the type check.
-        doc_default: the default as the docs show it, where it is not the value itself (``auto``).
-        noun: what one of ``choices`` is, for the error ("'fuzzy' is not a mode; set one of ...").
-    """
+    """A dataclass field with its default, a one-line ``help``, and its limits."""
     metadata = {
         "help": help,
         "low": low,
@@ -102,9 +85,7 @@ def plain(value: Any) -> Any:
 
 
 def named_mappings(where: str, value: Any, shape: str, inner: str) -> dict[str, dict]:
-    """A mapping of names to mappings as plain dicts; a blank value (None) is empty, inside and out.
-
-    ``shape`` and ``inner`` are the fixes an error suggests for the whole value and for one entry.
+    """A mapping of names to mappings as plain dicts; ``shape`` and ``inner`` are the fixes an error suggests.
 
     >>> named_mappings("levels", {"chain_sum": None}, "{dataset: {attribute: level}}", "{attribute: level}")
     {'chain_sum': {}}
@@ -188,8 +169,6 @@ def _check_type(where: str, kind: Any, value: Any, meta: Mapping) -> Any:
 def check(where: str, kind: Any, value: Any, *, low: float | None = None, high: float | None = None) -> Any:
     """One value checked as a field declared ``kind = option(..., low=, high=)`` would be.
 
-    For values whose limits depend on other fields (a curriculum level, a file's level filter).
-
     >>> check("levels.math.max_level", int, 7, low=1, high=5)
     Traceback (most recent call last):
     ...
@@ -209,14 +188,8 @@ def _check_float(where: str, value: Any, low: float | None, high: float | None) 
 
 
 def parse_section(cls: type, section: Any, where: str, skip: tuple[str, ...] = ()) -> Any:
-    """An instance of dataclass ``cls`` from the mapping ``section`` (None: every default).
-
-    Nested dataclass fields are parsed recursively; ``validate(where)`` runs last if ``cls`` has it.
-    Keys in ``skip`` are fields of ``cls`` that the section may not set (they are rejected as unknown).
-
-    Raises:
-        ConfigError: on the first bad key or value, naming ``where.<field>``.
-    """
+    """An instance of dataclass ``cls`` from the mapping ``section`` (None: every default); ``skip`` keys are
+    refused."""
     section = plain(section)
     if section is None:
         section = {}
@@ -281,12 +254,7 @@ def run_name(where: str, value: Any) -> str | None:
 
 
 def parse_entry(cls: type, data: Any, where: str, shape: str, skip: tuple[str, ...] = ()) -> Any:
-    """``parse_section`` for one entry of a YAML file whose entries have required fields and may leave some blank.
-
-    A key in ``cls.NULL_MEANS_DEFAULT`` set to null (a blank YAML value) takes its default, as in
-    reasoning-gym's files; a required key that is absent goes to its parser as None, and the parser says
-    what it needs.
-    """
+    """``parse_section`` for a YAML entry: a ``NULL_MEANS_DEFAULT`` key set to null takes its default."""
     if not isinstance(data, dict):
         raise ConfigError(f"{where or 'config'}: expected {shape}, got {data!r}")
     blank = getattr(cls, "NULL_MEANS_DEFAULT", ())
@@ -314,10 +282,7 @@ def _module_of(path: Any, package: str) -> str | None:
 
 
 def check_module_path(where: str, path: Any, package: str, moved: Mapping[str, str] | None = None) -> None:
-    """A field that names a module of ``package`` for a library to import (``pkg://a.b`` or ``.../a/b.py``).
-
-    The module must exist; one listed in ``moved`` (old -> new name) fails with its new ``pkg://`` path.
-    Paths outside ``package`` are left to the library that imports them.
+    """A field that names a module of ``package`` (``pkg://a.b`` or ``.../a/b.py``) must exist; ``moved`` names renames.
 
     >>> check_module_path("custom_cls.path", "pkg://rg_verl.tiny", "rg_verl", {"rg_verl.tiny": "rg_verl.cpu"})
     Traceback (most recent call last):
@@ -343,11 +308,8 @@ def check_module_path(where: str, path: Any, package: str, moved: Mapping[str, s
 
 @dataclasses.dataclass(frozen=True)
 class FieldDoc:
-    """One documented field: its dotted name under the section, its default, its help.
-
-    ``shown`` is the default as the docs' field tables write it: ``doc_default`` where the field
-    declares one, else the value in YAML spelling (``true``, ``none``, ``{}``, ``0.7``).
-    """
+    """One documented field: its dotted name, its default, its help; ``shown`` is the default as docs' tables write
+    it."""
 
     name: str
     default: Any

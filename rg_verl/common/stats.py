@@ -13,9 +13,6 @@ __all__ = ["per_group_means"]
 def per_group_means(values: Sequence[float], groups: Sequence[object]) -> dict[str, float]:
     """The mean of ``values`` per group label (labels as strings, keys sorted), e.g. per ``data_source``.
 
-    Raises:
-        ValueError: If the lengths differ.
-
     >>> per_group_means([1.0, 0.0, 0.5], ["b", "a", "b"])
     {'a': 0.0, 'b': 0.75}
     """

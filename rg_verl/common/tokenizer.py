@@ -12,12 +12,7 @@ __all__ = ["tokenizer_fingerprint"]
 
 
 def tokenizer_fingerprint(tokenizer: Any) -> str:
-    """A sha256 over the tokenizer's vocabulary (sorted), its special tokens and its chat template.
-
-    Two tokenizers with the same fingerprint give the same ids for the same chat. The padding token is
-    left out on purpose: trainers set it to the end-of-sequence token where a tokenizer has none, and it
-    never appears in a stored prompt or response.
-    """
+    """A sha256 over the vocabulary, special tokens and chat template (not the padding token, which trainers set)."""
     named = {name: getattr(tokenizer, name, None) for name in ("bos_token", "eos_token", "unk_token")}
     blob = {
         "vocab": sorted(tokenizer.get_vocab().items()),
