@@ -1,12 +1,6 @@
 """A run on a Ray cluster started elsewhere (``ray start`` on each node, docs/multinode.md).
 
-verl joins such a cluster when ``ray_kwargs.ray_init.address`` or ``RAY_ADDRESS`` names one. Its processes were
-started by the nodes' own ``ray start``, so they do not inherit the environment of the shell that runs
-``train_grpo.py``: what they must see goes in the run's Ray runtime environment. ``rg_verl.grpo.launch`` puts
-our plugins there, and the settings of :func:`forwarded_env`.
-
-A run that starts a cluster of its own while another Ray cluster runs on the machine gets a warning when it uses
-verl's vLLM rollout (:func:`shared_socket_warning`).
+Its processes do not inherit the launching shell's environment: :func:`forwarded_env` goes in the run's runtime env.
 """
 
 from __future__ import annotations
@@ -34,8 +28,7 @@ def joins_a_cluster(config: DictConfig) -> bool:
 
 
 def forwarded_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The variables of ``environ`` (this process's by default) that every process of the run must see too:
-    :data:`FORWARDED`, without secrets.
+    """The variables of ``environ`` that every process of the run must see too (:data:`FORWARDED`), without secrets.
 
     >>> forwarded_env({"WANDB_MODE": "offline", "WANDB_API_KEY": "s3cr3t", "HF_HOME": "/data/hf", "PATH": "/bin"})
     {'WANDB_MODE': 'offline', 'HF_HOME': '/data/hf'}
@@ -45,13 +38,10 @@ def forwarded_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def shared_socket_warning(config: DictConfig) -> str | None:
-    """A warning when this run will start a Ray cluster of its own for verl's vLLM rollout while another Ray cluster
-    runs on this machine (a ``raylet`` process); None otherwise.
+    """A warning when this run starts its own Ray cluster for vLLM while another runs here; None otherwise.
 
-    verl names the socket that carries the weights to vLLM by the Ray job id
-    (``/tmp/rl-colocate-zmq-<job id>-replica-<r>-rank-<k>.sock``, ``verl/workers/rollout/vllm_rollout/
-    vllm_rollout.py:141``), and the first job of every new cluster is ``01000000``: two such runs' weight syncs
-    meet on one socket. Runs that join one cluster are different jobs of it (docs/multinode.md).
+    verl names the weight-sync socket by the job id (``verl/workers/rollout/vllm_rollout/vllm_rollout.py:141``), and the
+    first job of every new cluster is ``01000000``: two such runs meet on one socket.
     """
     import psutil
     import ray

@@ -1,19 +1,8 @@
 """Quiet progress: a training run's console shows one line per step; verl's and Ray's full logs go to a file.
 
-``trainer.console`` (``rg_verl_base.yaml``) chooses:
-
-- ``progress``: the console gets the log file's path, then one line per step from rg-verl's trainer (step,
-  mean reward, accuracy, seconds per step, time left, :func:`progress_line`), and at the end the run's outcome;
-- ``full``: verl's and Ray's logs on the console, as verl prints them;
-- ``auto`` (the default): ``progress`` when the console is a terminal, ``full`` when the output goes to a pipe or a
-  file (a scheduler's job log, a test), where the whole log is what is wanted.
-
-How: Ray forwards every worker's output to the driver, which prints it on its own stdout and stderr, and the
-processes Ray starts inherit those. So for the length of the run the driver points its file descriptors 1 and 2
-at the log file, ``<trainer.default_local_dir>/logs/train-<time>.log``, and a thread reads the file as it grows and
-echoes to the console only the lines marked ``[rg-verl]``. The trainer prints its progress line in every mode,
-so a full log holds it too. A run that fails writes its traceback to the log and prints the error and the log's
-path on the console.
+``trainer.console``: ``progress``, ``full`` or ``auto`` (progress on a terminal). The driver points its fds 1 and 2
+at ``<default_local_dir>/logs/train-<time>.log`` (Ray's processes inherit them), and a thread echoes the lines
+marked ``[rg-verl]``.
 """
 
 from __future__ import annotations
@@ -109,10 +98,7 @@ class Echo(threading.Thread):
 
 @contextlib.contextmanager
 def quiet_console(config: DictConfig) -> Iterator[Path | None]:
-    """Run the body with the console in ``trainer.console``'s mode; yields the log file (None in ``full``).
-
-    An exception in the body ends the run with :class:`SystemExit` naming the error and the log file.
-    """
+    """Run the body with the console in ``trainer.console``'s mode; yields the log file (None in ``full``)."""
     if console_mode(config) == "full":
         yield None
         return

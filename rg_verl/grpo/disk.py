@@ -1,15 +1,7 @@
 """The run's folder on disk, checked before Ray starts: it can be written, and it has room for one checkpoint.
 
-A run writes its checkpoints, reward curve and logs under ``trainer.default_local_dir``. A folder that cannot be
-created (a path through a file, a read-only mount) or a disk too full for a checkpoint otherwise fails at the
-first save, after the model has loaded and trained. Nothing is created here: the checks read the nearest folder
-that exists on the path.
-
-One checkpoint of verl's FSDP actor (``actor.checkpoint.save_contents``) holds, per parameter: its fp32 weight
-(4 bytes, ``model``), Adam's two fp32 moments (8 bytes, ``optimizer``; with LoRA only the adapter's, which is
-left out of the estimate) and, with ``hf_model``, a 16-bit copy (2 bytes); a critic doubles that. The parameters
-are counted from the model's safetensors files (their headers only), for a local folder or a hub model in the
-local Hugging Face cache; for a model not on this machine yet the space check is skipped, and says so.
+A checkpoint is estimated per parameter (counted from safetensors headers): 4 bytes of fp32 weight, 8 of Adam
+moments, 2 with ``hf_model``; a critic doubles it. A model not on this machine yet skips the space check.
 """
 
 from __future__ import annotations

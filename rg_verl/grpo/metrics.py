@@ -1,21 +1,8 @@
 """The metrics our trainer adds: per-dataset and per-category means, self-correction rates.
 
-verl logs validation metrics per ``data_source`` (``_val_metrics_update`` in
-``verl/trainer/ppo/v1/trainer_base.py``, from ``process_validation_metrics``) as::
-
-    <section>/<data_source>/<var>/<metric>
-
-where ``section`` is ``val-core`` (the core variable's ``mean``/``maj``/``best`` at
-the largest N) or ``val-aux`` (everything else), ``var`` is ``reward`` or a key of
-the dict our reward returns (``score``, ``accuracy``, ``format_ok``, ``answer_found``)
-and ``metric`` is e.g. ``mean@1``, ``std@4`` or ``best@2/mean`` (it may contain
-``/``). Our data sources are ``reasoning_gym/<dataset>``, so a per-dataset key is
-``val-core/reasoning_gym/chain_sum/reward/mean@1``. The trainer's training metrics
-have the same shape with section ``train``: ``train/reasoning_gym/chain_sum/score``.
-
-:func:`category_means` adds, for each such key, the category key with the dataset
-replaced by ``category/<category>``, e.g.
-``val-core/reasoning_gym/category/arithmetic/reward/mean@1``.
+verl logs validation per ``data_source`` as ``<section>/<data_source>/<var>/<metric>``
+(``verl/trainer/ppo/v1/trainer_base.py``, ``_val_metrics_update``); :func:`category_means` adds
+``<section>/reasoning_gym/category/<category>/<var>/<metric>``.
 """
 
 from __future__ import annotations
@@ -57,13 +44,7 @@ def registered() -> dict:
 
 @functools.cache
 def dataset_category(name: str) -> str:
-    """Returns the reasoning-gym category of dataset ``name``.
-
-    It is reasoning-gym's own ``ProceduralDataset.category``: the package of the dataset's class
-    (``reasoning_gym.<category>.<module>``), or ``"other"`` for ``composite``.
-
-    Raises:
-        ValueError: If ``name`` is not a registered reasoning-gym dataset.
+    """reasoning-gym's own category of dataset ``name`` (``other`` for ``composite``); a ValueError for an unknown name.
 
     >>> dataset_category("chain_sum")
     'arithmetic'
@@ -86,16 +67,7 @@ def _category_key(key: str) -> str | None:
 
 
 def category_means(metrics: Mapping[str, object]) -> dict[str, float]:
-    """Per-category means of the per-dataset metrics in ``metrics``.
-
-    For every key ``<section>/reasoning_gym/<dataset>/<rest>`` with a numeric value
-    (``section`` is e.g. ``val-core``, ``val-aux`` or ``train``), returns the key
-    ``<section>/reasoning_gym/category/<category>/<rest>`` with the unweighted mean,
-    over the datasets of that category that have this key, of their values. So each
-    dataset counts once, however many samples it had: it is the mean of the dataset
-    means, not the mean over the category's samples (and for ``std@N`` etc. it is the
-    mean of the per-dataset statistics). A NaN value makes its category's mean NaN.
-    Other keys are ignored; ``metrics`` is not modified.
+    """Per-category unweighted means of the per-dataset metrics: each dataset counts once, however many samples.
 
     >>> category_means({"val-core/reasoning_gym/chain_sum/reward/mean@1": 1.0,
     ...                 "val-core/reasoning_gym/basic_arithmetic/reward/mean@1": 0.5,
@@ -119,10 +91,7 @@ def reward_means(data_sources: list[str], infos: list[dict]) -> dict[str, float]
 
 
 def group_outcomes(groups: Iterable[SampledGroup]) -> dict[str, float]:
-    """Per dataset, the share of ``groups`` whose answers were all right, and all wrong, by ``accuracy``.
-
-    Such groups carry no advantage under GRPO. ``groups`` are every group a step sampled, the ones group
-    filtering dropped too. Keyed ``train/<data_source>/groups/all_correct`` and ``.../all_wrong``.
+    """Per dataset, the share of ``groups`` (filtered ones too) whose answers were all right, and all wrong.
 
     >>> group_outcomes([SampledGroup("a", "s", ["a_0_0", "a_1_0"], [{"accuracy": 1.0}] * 2),
     ...                 SampledGroup("b", "s", ["b_0_0", "b_1_0"], [{"accuracy": 0.0}, {"accuracy": 1.0}]),
@@ -159,12 +128,8 @@ _REVISED = re.compile(r"^(val-aux/.+)/revised/(mean@\d+)$")
 
 
 def self_correction_rates(metrics: dict) -> dict[str, float]:
-    """Among validation responses that revised their answer, the share that self-corrected.
-
-    verl reports, per data source, the means of our reward's per-response ``revised`` and
-    ``self_corrected`` flags (``rg_verl.reward.terms.revised_answers`` has the rule). Every
-    self-corrected response revised, and verl's ``mean@N`` is the mean over the same responses
-    for both, so their ratio is the conditional rate. Sources where nothing revised get no key.
+    """Among validation responses that revised their answer, the share that self-corrected (``revised`` over
+    ``self_corrected`` means); sources where nothing revised get no key.
 
     >>> self_correction_rates({"val-aux/math/gsm8k/revised/mean@1": 0.25,
     ...                        "val-aux/math/gsm8k/self_corrected/mean@1": 0.1})

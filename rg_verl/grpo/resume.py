@@ -1,23 +1,9 @@
 """The checkpoint a run resumes from, checked before Ray starts: complete, or a clear error; never half-written.
 
-verl 0.9.1 saves step N into ``trainer.default_local_dir/global_step_N`` (the actor's shards, then the
-dataloader's state ``data.pt``, with the curriculum and adaptive weights in it) and only then writes the step into
-``latest_checkpointed_iteration.txt``; rg-verl's trainer puts that tracker forward only once the step is logged too
-(:mod:`rg_verl.grpo.trainer`). ``trainer.resume_mode=auto`` resumes from the step the tracker names. So a process
-killed while saving, or before the saved step was logged, leaves a folder past the tracked step, which verl passes
-over in silence, and the tracked checkpoint stays the last complete one. What verl does not check, this module does:
-
-- a folder past the tracked step (a save that was interrupted) is **reported** and left for the user to delete;
-  the run resumes from the tracked step (the same holds, with no tracked step, for a first save interrupted);
-- a tracker that does not hold a step number (killed while writing it) is an error naming the file and the
-  complete checkpoints there are; verl would fail after Ray started;
-- a tracked checkpoint that is missing or incomplete is an error: verl would train from scratch in silence
-  (a missing folder) or fail while loading it;
-- ``trainer.resume_mode=resume_path`` must name a complete checkpoint.
-
-A checkpoint is complete when ``data.pt`` is there (written last) and each model folder in it (``actor``, and
-``critic`` where there is one) holds its shards for every rank: the model's, and the optimizer's and extra state's
-where rank 0 saved them.
+verl writes ``latest_checkpointed_iteration.txt`` after a step's folder, so a folder past the tracked step is an
+interrupted save: it is reported, not used. A garbled tracker, a missing or incomplete tracked checkpoint, and a
+``resume_path`` that is not complete are errors (verl would fail after Ray started, or train from scratch). A
+checkpoint is complete when ``data.pt`` (written last) and every rank's shards are there.
 """
 
 from __future__ import annotations

@@ -1,13 +1,6 @@
-"""Reward curves as PNG images, from verl's logged metrics.
-
-The trainer (:mod:`rg_verl.grpo.trainer`) keeps a :class:`RewardCurve` in ``trainer.default_local_dir``:
-after every step it redraws ``reward_curve.png``, with the values in ``reward_curve.json`` so that a
-resumed run continues the curve. For a finished run logged with verl's file logger
-(``trainer.logger=[console,file]``, path in ``VERL_FILE_LOGGER_PATH``)::
+"""Reward curves as PNG images (``reward_curve.png``, values in ``reward_curve.json``), from verl's logged metrics.
 
     python -m rg_verl.grpo.reward_curve metrics.jsonl reward_curve.png
-
-Drawing uses matplotlib's object API with the Agg canvas: no display, no pyplot state.
 """
 
 from __future__ import annotations
@@ -51,14 +44,7 @@ def plot_reward_curve(
     label: str = REWARD_KEY,
     window: int = 5,
 ) -> Path:
-    """Draw the reward per step and its trailing mean over ``window`` steps; write a PNG at ``path``.
-
-    The file is written to a temporary name and renamed into place, so a reader never sees half
-    an image.
-
-    Returns:
-        ``path`` as a :class:`~pathlib.Path`.
-    """
+    """Draw the reward per step and its trailing mean over ``window`` steps into a PNG at ``path``, atomically."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -86,11 +72,7 @@ def plot_reward_curve(
 
 
 class RewardCurve:
-    """A run's reward per step, kept in ``<out_dir>/reward_curve.json`` and drawn into ``reward_curve.png``.
-
-    The first :meth:`add` of a process continues the saved curve of a resumed run (its steps before the
-    current one). A failure to write only logs a warning: a plot must never stop training.
-    """
+    """A run's reward per step in ``<out_dir>/reward_curve.json``, continued on resume; a failed write only warns."""
 
     PNG = "reward_curve.png"
     JSON = "reward_curve.json"

@@ -1,29 +1,10 @@
-"""The replay buffer of rg-verl's trainer: verl's, plus group filtering that keeps every group's outcome.
+"""The replay buffer of rg-verl's trainer: verl's ``ReplayBufferAsync`` (``trainer.v1.sampler.custom_sampler``), plus:
 
-rg-verl's trainer mode (``trainer.v1.trainer_mode=rg_verl``) gets verl's ``ReplayBufferAsync``. When a rollout
-request fails, verl tags its whole prompt group as failed, evicts it and asks for a fresh prompt in its place,
-so a group with a failed rollout is replaced, never trained short. This buffer, plugged in through verl's
-public ``trainer.v1.sampler.custom_sampler`` (``rg_verl_base.yaml``), adds:
-
-- **Group filtering that keeps the outcomes** (``algorithm.filter_groups``, DAPO's dynamic sampling). verl
-  leaves filtering to a custom sampler, so this one does it: it samples the groups a step needs, drops those
-  whose filter metric (our binary ``accuracy``, see :mod:`rg_verl.guards`) is the same for every
-  response, asks for that many fresh prompts and samples again, until the step has ``train_batch_size`` groups
-  with both right and wrong answers. verl's own filter clears the dropped groups before anyone reads them;
-  here every sampled group, trained or dropped, is kept as a :class:`SampledGroup` for the trainer, so the
-  dead-group shares, the curriculum and the adaptive weights see all of them (:meth:`take_groups`). The
-  metrics are verl's: ``training/filter_groups/evicted_samples`` and the dropped groups' values.
-- **Complete groups.** Every sampled training group holds ``rollout.n`` responses, one per session; a step
-  that would train a short group stops with an error instead.
-- **Bounded refills.** A step replaces at most ``max_refill_batches`` batches' worth of prompts. Without the
-  bound, a rollout server that fails every request, or a filter that finds no group with both outcomes (a
-  model that answers everything right), keeps asking for prompts forever; with it the step stops and says which.
-- **Dead workers named.** When verl replaces a failed group, the buffer first asks Ray whether a worker of the run
-  died (:mod:`rg_verl.grpo.workers`); a dead rollout server stops the step at once, naming the actor and the way
-  to resume, instead of failing every request until the refill bound.
-
-Unlike verl's filter, which replaces a group as soon as it finishes, this one replaces the dropped groups of a
-round once the round is complete: a round costs one more generation pass per refill, not a speculative surplus.
+- group filtering (``algorithm.filter_groups``) that keeps every sampled group's outcome for the trainer, where
+  verl's own filter clears the dropped groups before anyone reads them;
+- complete groups: a step that would train a short group stops with an error;
+- bounded refills (``max_refill_batches``), so a failing server or a filter that finds nothing cannot loop forever;
+- dead workers named (:mod:`rg_verl.grpo.workers`) at the first failed group.
 """
 
 from __future__ import annotations
@@ -57,10 +38,7 @@ def group_of(key: str) -> tuple[str, str]:
 
 
 def sessions_per_group(keys: Iterable[str]) -> dict[str, int]:
-    """Prompt uid -> the sessions (responses) of its group among ``keys``.
-
-    An agent loop with several outputs per session gives one session several keys, so sessions are counted,
-    not keys.
+    """Prompt uid -> the sessions (not keys: a session may have several outputs) of its group among ``keys``.
 
     >>> sessions_per_group(["a_0_0", "a_1_0", "b_0_0", "b_0_1"])
     {'a': 2, 'b': 1}
@@ -138,12 +116,7 @@ def _add_metrics(total: dict, new: Mapping[str, Any]) -> None:
 
 
 class CompleteGroupsBuffer(ReplayBufferAsync):
-    """verl's ``ReplayBufferAsync`` with group filtering, complete groups and bounded refills (module docstring).
-
-    ``sampler_kwargs``: ``rollout_n`` (responses per group), ``train_batch_size`` (prompts per step),
-    ``max_refill_batches`` (a step replaces at most this many times ``train_batch_size`` prompts) and
-    ``filter_groups`` (``algorithm.filter_groups``).
-    """
+    """verl's ``ReplayBufferAsync`` with group filtering, complete groups and bounded refills (see the module)."""
 
     def __init__(self, *, sampler_kwargs: Mapping[str, Any], refill_fn: Callable[[int], Any] | None = None, **kwargs):
         options = dict(sampler_kwargs or {})

@@ -1,18 +1,8 @@
 """Shared-memory segments a run's processes leave behind in ``/dev/shm``, removed when the run ends.
 
-Ray ends a run's actors by killing them, so they never unlink what they created there: vLLM's message queues
-(``psm_*``, Python's ``multiprocessing.shared_memory``, about 400 MiB a run) and the weight buckets of verl's
-shared-memory weight sync (``verl_weights_*``, up to ``update_weights_bucket_megabytes``; a run that hung in the
-sync left 2 GiB), and joblib's 32-byte semaphores (``sem.loky-<pid>-*``, named after the process that made them).
-
-Only the run's own segments go. While the run goes, :class:`RunSegments` looks every few seconds for the segments
-named like :data:`PREFIXES` that appeared since it started and that this process or one of its descendants (Ray's
-processes, vLLM's engine) maps or holds open, and the semaphores one of them made (:func:`owned`); when the run
-has ended and Ray is down, :func:`remove_leftovers` unlinks those of them that no live process uses. A segment of
-another program on the machine, or of another run, is never one of them.
-
-    with shm.RunSegments():
-        run_ppo(...)  # and ray.shutdown()
+Ray kills a run's actors, so vLLM's ``psm_*`` queues, verl's ``verl_weights_*`` buckets and joblib's semaphores stay.
+:class:`RunSegments` looks every few seconds for segments of :data:`PREFIXES` that this process or a descendant
+maps or holds open; at the end, those no live process uses are unlinked. Another program's segment is never one.
 """
 
 from __future__ import annotations
@@ -123,9 +113,7 @@ def remove_leftovers(ours: set[str], shm: Path = SHM, grace_s: float = GRACE_S) 
 class RunSegments:
     """A context that removes, when it ends, the segments the processes started inside it left behind.
 
-    A thread looks for the run's segments every ``every_s`` seconds (a run's processes may be gone by the time it
-    ends: Ray ends them when the driver lets go of its actors), and once more at the end; a semaphore counts as the
-    run's if any process the run had at any look made it.
+    It looks every ``every_s`` seconds, since a run's processes may be gone by the end, and once more at the end.
     """
 
     def __init__(self, shm: Path = SHM, every_s: float = 5.0, grace_s: float = GRACE_S):

@@ -1,14 +1,4 @@
-"""How a run ends early: Ctrl-C, SIGTERM or a dead rollout engine ends it in seconds, with one line.
-
-- :class:`StopSignals` turns SIGINT and SIGTERM, for the length of the run, into :class:`Interrupted` in the main
-  thread, where the driver waits in verl's ``ray.get`` (a shell's background job inherits SIGINT ignored: the run
-  takes it anyway). :mod:`rg_verl.grpo.watchdog` reports a dead engine the same way. A second signal while the run
-  is being taken down kills what is left at once.
-- :func:`teardown` ends Ray within a bound, then every process the run started that is still there (SIGTERM, then
-  SIGKILL): no engine outlives the driver.
-- :func:`stop_line` is the line the run ends with: what stopped it, the last complete checkpoint and any
-  interrupted save (:mod:`rg_verl.grpo.resume`), and the command that resumes.
-"""
+"""How a run ends early: Ctrl-C, SIGTERM or a dead rollout engine ends it in seconds, with one line."""
 
 from __future__ import annotations
 

@@ -1,29 +1,8 @@
-"""rg-verl's V1 trainer: verl's synchronous GRPO trainer plus per-dataset training metrics.
+"""rg-verl's V1 trainer (``trainer.v1.trainer_mode=rg_verl``): verl's synchronous GRPO trainer plus per-dataset metrics.
 
-Registered as ``trainer.v1.trainer_mode=rg_verl`` (the default in ``rg_verl_base``). It adds
-no training logic of its own: after each step it reads the step's rewards back from verl's
-TransferQueue, grouped by ``data_source``, and logs their means next to verl's metrics as
-``train/<data_source>/<key>``, where key is ``score`` and every extra value our reward returns, and the share
-of groups whose answers were all right or all wrong (``groups/all_correct``, ``groups/all_wrong``: no advantage).
-The means cover the trained samples; the group shares and the curriculum cover every group the step sampled,
-also those that group filtering dropped (rg-verl's replay buffer keeps them, :mod:`rg_verl.grpo.sampler`).
-Training and validation metrics of reasoning-gym datasets also get per-category means
-(``.../reasoning_gym/category/<category>/...``, see :mod:`rg_verl.grpo.metrics`).
-
-Validation also reports the self-correction rate of each data source,
-``val-aux/<data_source>/self_correction_rate/mean@N`` (see :func:`rg_verl.grpo.metrics.self_correction_rates`); the
-revision rate is verl's own ``val-aux/<data_source>/revised/mean@N``.
-
-After each step it prints a progress line (step, mean reward, accuracy, seconds per step, time left), which
-``trainer.console=progress`` shows alone on the console (:mod:`rg_verl.grpo.console`).
-
-A saved step is named in ``latest_checkpointed_iteration.txt`` only once verl has logged it (:meth:`_save_checkpoint`):
-a run stopped in between resumes before that step and trains it again, so that no step is missing from the logs
-and the reward curve (docs/configs.md, "A run that must stop").
-
-After each step it also draws the training reward curve, verl's logged ``critic/score/mean`` per
-step, into ``trainer.default_local_dir``: ``reward_curve.png`` (see :mod:`rg_verl.grpo.reward_curve`), with
-the values in ``reward_curve.json`` so that a resumed run continues the curve.
+After each step: ``train/<data_source>/<key>`` means from verl's TransferQueue, group shares, curriculum updates, a
+progress line and the reward curve. A saved step enters ``latest_checkpointed_iteration.txt`` only once verl has
+logged it, so a resumed run never misses a step in the logs (docs/configs.md, "A run that must stop").
 """
 
 import logging

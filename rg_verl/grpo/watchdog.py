@@ -1,15 +1,4 @@
-"""The run's rollout servers, watched from the driver: a dead engine or server ends the run in seconds, by name.
-
-A vLLM replica's engine core is a child process of verl's ``vLLMHttpServer`` actor, which outlives it: vLLM marks
-the engine dead (``AsyncLLM.errored``) while verl's weight sender waits for an answer for good (docs/configs.md, "A
-run that must stop"). :class:`EngineWatch` asks each rollout server of the run every few seconds whether it and its
-engine still run (:func:`rg_verl.grpo.workers.engine_error`, run inside the server through Ray's ``__ray_call__``,
-as verl's replicas run code in their workers); the first death it finds is passed to ``on_death``, once.
-
-    with EngineWatch(on_death=stop_the_run) as watch:
-        run_ppo(...)
-    # watch.death: what died, or None
-"""
+"""The run's rollout servers, watched from the driver: a dead engine or server ends the run in seconds, by name."""
 
 from __future__ import annotations
 
@@ -23,12 +12,8 @@ __all__ = ["EngineWatch"]
 logger = logging.getLogger(__name__)
 
 class EngineWatch:
-    """A thread that polls the run's rollout servers every ``every_s`` seconds while the block runs.
-
-    A server's poll is a call into it that is collected at a later look, so a server busy in a long call (vLLM's
-    engine start) is never taken for dead. Deaths found after the block (Ray ends the servers when the run is
-    over) are not reported.
-    """
+    """A thread that polls the run's rollout servers every ``every_s`` seconds; a busy server is never taken for
+    dead."""
 
     def __init__(self, on_death, every_s: float = 2.0):
         self.on_death, self.every_s = on_death, every_s

@@ -1,11 +1,7 @@
 """A Ray worker that died: found and named, so a run stops with the reason instead of retrying in vain.
 
-When a rollout server's process dies, every request to it fails, and verl replaces each prompt group with a failed
-request (:mod:`rg_verl.grpo.sampler`). The replay buffer asks here, at the first failed group, which actors of the
-run died other than by request (Ray's state API: class, Ray name, pid, node, Ray's account of the death), and stops
-the step naming them; it also asks each rollout server whether its vLLM engine runs (:func:`engine_error`: the
-engine core is a child process of verl's server actor, which outlives it). :mod:`rg_verl.grpo.watchdog` asks the
-same all along. Where the state API cannot be reached (a cluster without the dashboard), no dead actor is found.
+At the first failed group the replay buffer asks Ray's state API which of the run's actors died, and each rollout
+server whether its vLLM engine runs (:func:`engine_error`); without the state API no dead actor is found.
 """
 
 from __future__ import annotations
@@ -131,11 +127,8 @@ def exit_text(code: int | None) -> str:
 
 
 def engine_error(server) -> str | None:
-    """Inside a rollout server actor: None while its engine runs, else what vLLM says of the death.
-
-    verl's ``vLLMHttpServer`` keeps its ``AsyncLLM`` as ``engine`` once launched; an hf server, or a vLLM one still
-    starting, has none and answers None (reaching it at all shows it is alive).
-    """
+    """Inside a rollout server actor: None while its vLLM engine runs (or none yet), else what vLLM says of the
+    death."""
     engine = getattr(server, "engine", None)
     if engine is None or not getattr(engine, "errored", False):
         return None
