@@ -1,10 +1,4 @@
-"""A stand-in for ``torch.cuda`` on CPU: the calls verl makes on its device module.
-
-verl reaches the accelerator through ``get_platform().device_module`` (rng state, memory
-statistics, streams, ``empty_cache``). ``torch.cpu`` provides the stream and device calls;
-this module adds the rest with CPU meanings: the rng is torch's global CPU generator, memory
-numbers come from the process and the host, and cache management is a no-op.
-"""
+"""A stand-in for ``torch.cuda`` on CPU: the calls verl makes on its device module."""
 
 import psutil
 import torch

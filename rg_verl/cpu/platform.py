@@ -1,8 +1,6 @@
-"""verl platform for running on CPU, with gloo for collectives.
+"""verl platform for running on CPU (``VERL_PLATFORM=cpu``), with gloo for collectives.
 
-Selected with ``VERL_PLATFORM=cpu`` (``rg_verl.grpo.launch`` sets it when ``trainer.device=cpu``).
-Ray still schedules workers on the resource named ``GPU``: a CPU run starts Ray with as many
-logical GPUs as the config asks for, so verl's resource pools work unchanged.
+Ray still schedules workers on the resource named ``GPU``: a CPU run starts Ray with as many logical GPUs as asked.
 """
 
 import functools
@@ -92,11 +90,7 @@ class PlatformCPU(PlatformBase):
 
 
 def merge_backend_pairs(backend: str) -> str:
-    """Drop repeated ``device:backend`` pairs from a torch backend string.
-
-    verl asks for ``"cpu:gloo,{device}:{backend}"``, which on this platform is
-    ``"cpu:gloo,cpu:gloo"``; torch rejects the repeated device. Identical repeats are
-    merged; conflicting ones are left for torch to reject.
+    """Drop repeated ``device:backend`` pairs: verl asks for ``"cpu:gloo,{device}:{backend}"``, which torch refuses.
 
     >>> merge_backend_pairs("cpu:gloo,cpu:gloo")
     'cpu:gloo'
@@ -119,11 +113,8 @@ def _accept_repeated_backend_pairs(init_process_group):
 
 
 def _pageable_pin_memory(tensor: torch.Tensor, device=None) -> torch.Tensor:
-    """Without an accelerator there is no pinned memory: keep the tensor where it is.
-
-    FSDP2's ``CPUOffloadPolicy(pin_memory=True)``, which verl uses for the reference model,
-    would otherwise fail with "Cannot access accelerator device when none is available".
-    """
+    """Without an accelerator there is no pinned memory: keep the tensor (FSDP2's
+    ``CPUOffloadPolicy(pin_memory=True)``)."""
     return tensor
 
 

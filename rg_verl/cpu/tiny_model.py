@@ -1,13 +1,4 @@
-"""Build a tiny, randomly initialised Qwen2 causal LM with a locally trained tokenizer.
-
-Saved with ``save_pretrained`` so ``AutoModelForCausalLM``/``AutoTokenizer`` load it offline;
-meant for fast end-to-end tests of the training pipeline.
-
-Optionally the model gets a short supervised warm start (``rg_verl.cpu.warm_start``), so that the
-strict ``<think>…</think><answer>…</answer>`` format is reachable by sampling but not saturated.
-A warm-started model records its options in ``warm_start.json``, and :func:`ensure_tiny_model`
-refuses to reuse a model built with other options.
-"""
+"""Build a tiny, randomly initialised Qwen2 causal LM with a locally trained tokenizer."""
 
 from __future__ import annotations
 
@@ -101,11 +92,7 @@ def _parse_warm_start(where: str, value: Any) -> WarmStartOptions | None:
 
 @dataclass(frozen=True)
 class TinyModelConfig(TinyModelOptions):
-    """The ``tiny_model`` section of a training config: the options, whether to build, the warm start.
-
-    ``rg_verl.config.tiny_model_config`` parses it (a warm start there draws its prompts like the run),
-    and ``rg_verl.grpo.launch`` builds the model at ``actor_rollout_ref.model.path`` with it.
-    """
+    """The ``tiny_model`` section of a training config: the options, whether to build, the warm start."""
 
     build_if_missing: bool = option(
         False, "build the model at actor_rollout_ref.model.path (an absolute path) when it holds none"
@@ -227,28 +214,7 @@ def _save_model(tmp: Path, options: TinyModelOptions, warm_start: dict[str, Any]
 def build_tiny_model(
     out_dir: str | os.PathLike, *, warm_start: Mapping[str, Any] | None = None, **options: int
 ) -> Path:
-    """Build a tiny random Qwen2 model plus tokenizer and save both into ``out_dir``.
-
-    Everything goes to a temporary sibling directory renamed into place at the end, so an
-    interrupted build never leaves a half-written model behind.
-
-    Args:
-        out_dir: Target directory; must not exist or must be empty.
-        warm_start: If given, options of a supervised warm start
-            (:class:`rg_verl.cpu.warm_start.WarmStartOptions`; its defaults fill the missing ones) run
-            after the random init; the options, the other build options and the warm start's
-            losses are saved in ``warm_start.json``.
-        **options: the fields of :class:`TinyModelOptions` (``seed``, ``hidden_size``, ...); the
-            missing ones take its defaults.
-
-    Returns:
-        The resolved output directory.
-
-    Raises:
-        FileExistsError: If ``out_dir`` is not empty (or becomes so while building).
-        ConfigError: (a ValueError) on an option :class:`TinyModelOptions` or the warm start does not
-            have, or a value outside its limits; nothing is built.
-    """
+    """Build a tiny random Qwen2 model plus tokenizer and save both into ``out_dir``."""
     sizes = parse_section(TinyModelOptions, options, "tiny_model")
     warm_options = warm_start_options(warm_start)
     out = Path(out_dir).resolve()
@@ -264,11 +230,7 @@ def build_tiny_model(
 
 
 def _check_reusable(out: Path, kwargs: dict[str, Any]) -> None:
-    """Refuse to reuse a model whose warm start (or lack of one) differs from the request.
-
-    A plain model records nothing, so a plain request reuses any plain model as before; when
-    either side is warm-started, every build option must match the record.
-    """
+    """Refuse to reuse a model whose warm start (or lack of one) differs from the request."""
     recorded = _build_record(out)
     if recorded is None and kwargs.get("warm_start") is None:
         return
@@ -287,15 +249,7 @@ def _check_reusable(out: Path, kwargs: dict[str, Any]) -> None:
 
 
 def ensure_tiny_model(out_dir: str | os.PathLike, **kwargs: Any) -> Path:
-    """Return ``out_dir`` if it already holds a complete model, otherwise build it there.
-
-    Safe for concurrent callers: each builds in its own temporary directory and whoever loses
-    the final rename uses the winner's model. ``kwargs`` go to :func:`build_tiny_model`.
-
-    Raises:
-        FileExistsError: If ``out_dir`` is not empty but holds no complete model, or holds a
-            model whose warm start differs from ``kwargs["warm_start"]`` (see ``warm_start.json``).
-    """
+    """Return ``out_dir`` if it already holds a complete model, otherwise build it there."""
     out = Path(out_dir).resolve()
     if _is_complete(out):
         _check_reusable(out, kwargs)

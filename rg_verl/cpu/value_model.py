@@ -1,15 +1,8 @@
 """The value model on CPU: verl's loader asks for flash-attention, which needs a GPU.
 
-verl 0.9.1 builds a ``value_model`` engine (the critic, and OREO's value model) through
-``verl.utils.model.load_valuehead_model``, which passes ``attn_implementation="flash_attention_2"`` to
-``AutoModelForTokenClassification.from_pretrained`` whatever the model config says (verl issue #5210). On a
-machine without flash-attn the load fails, and verl then asks for trl, which this project does not use.
-
-:func:`install` replaces that one function with :func:`load_valuehead_model`, which loads the same class
-with the attention implementation the model config asks for (``sdpa`` on a CPU run: rg-verl sets it). It is
-installed only by the CPU platform (``rg_verl.cpu.platform``), so a GPU run keeps verl's loader unchanged.
-verl's engine imports the function from ``verl.utils.model`` when it builds the model, so replacing the
-module attribute is enough. Remove this module once verl passes the attention implementation through.
+verl 0.9.1's ``verl.utils.model.load_valuehead_model`` passes ``attn_implementation="flash_attention_2"`` whatever
+the config says (verl issue #5210); on a CPU run :func:`install` replaces it with one that honours the config.
+Remove this module once verl passes the attention implementation through.
 """
 
 from __future__ import annotations

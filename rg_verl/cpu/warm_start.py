@@ -1,12 +1,4 @@
-"""The tiny model's optional *warm start*: short supervised training toward a reachable format.
-
-Next-token training on chat-formatted reasoning-gym prompts followed by responses of which only a
-share (``format_rate``) has the strict ``<think>…</think><answer>…</answer>`` format. A random model
-almost never writes that format; a warm-started one writes it some of the time, so a format reward is
-reachable by sampling but not saturated, and an RL run on it has something to learn.
-``rg_verl.cpu.tiny_model.build_tiny_model(..., warm_start=options)`` runs it and records the options in
-:data:`WARM_START_RECORD`.
-"""
+"""The tiny model's optional *warm start*: short supervised training toward a reachable format."""
 
 from __future__ import annotations
 
@@ -74,11 +66,7 @@ def _prompt_datasets(where: str, value: Any) -> dict[str, dict]:
 
 @dataclass(frozen=True)
 class WarmStartOptions:
-    """The options of the supervised warm start (:func:`run_warm_start`), with their defaults.
-
-    In a training config they are ``tiny_model.warm_start``; there, ``datasets`` and ``system_prompt``
-    default to the run's own (``rg_verl.config.tiny_model_config``).
-    """
+    """The options of the supervised warm start (:func:`run_warm_start`), with their defaults."""
 
     steps: int = option(
         150, "optimizer steps (after 60 the format is not yet reachable by sampling)", low=1, high=10**6
@@ -109,16 +97,7 @@ WARM_START_DEFAULTS: dict[str, Any] = dataclasses.asdict(WarmStartOptions())
 
 
 def warm_start_options(options: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """``options`` checked and completed with the defaults of :class:`WarmStartOptions`, as plain JSON types.
-
-    None stays None (no warm start). ``datasets`` may be a name, a list of names or a mapping name ->
-    config (or -> ``{weight, config}``, the shape of ``reasoning_gym.datasets``; the weight is ignored:
-    datasets take turns).
-
-    Raises:
-        ConfigError: (a ValueError) on an unknown option or a value outside its limits, naming
-            ``warm_start.<option>``.
-    """
+    """``options`` checked and completed with the defaults of :class:`WarmStartOptions`, as plain JSON types."""
     if options is None:
         return None
     parsed = parse_section(WarmStartOptions, options, "warm_start")
@@ -127,9 +106,6 @@ def warm_start_options(options: Mapping[str, Any] | None) -> dict[str, Any] | No
 
 def warm_start_response(answer: str, strict: bool, rng: random.Random) -> str:
     """A short training response: strict think/answer format when ``strict``, else free text.
-
-    Both kinds carry the same answer, so the two differ in their format only. Free text is a
-    plain sentence, or a bare ``<answer>`` block (the lenient format, without the think block).
 
     >>> warm_start_response("7", True, random.Random(0))
     '<think>\\ncheck the numbers\\n</think>\\n<answer>7</answer>'
@@ -179,17 +155,7 @@ def _prompts(tokenizer: Any, options: dict[str, Any]) -> list[tuple[list[int], s
 
 
 def run_warm_start(model: Any, tokenizer: Any, options: Mapping[str, Any] | None = None) -> dict[str, float]:
-    """Short supervised next-token training of ``model`` in place (see the module docstring).
-
-    Each step draws ``batch_size`` prompts and, for each, a fresh coin with probability
-    ``format_rate`` for a strictly formatted response, so the model learns that rate for every
-    prompt rather than one format per prompt. The loss covers the response and its
-    end-of-turn token only. Runs on one torch thread, so a ``seed`` gives the same weights on any
-    machine with the same torch build.
-
-    Returns:
-        ``loss_first`` and ``loss_last``: the training loss of the first and last step.
-    """
+    """Short supervised next-token training of ``model`` in place (see the module docstring)."""
     import torch
 
     opts = warm_start_options(options or {})
