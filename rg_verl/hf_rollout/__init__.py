@@ -1,13 +1,7 @@
-"""The ``hf`` rollout backend: generation with plain ``transformers``, on any device.
+"""The ``hf`` rollout backend (``actor_rollout_ref.rollout.name=hf``): plain ``transformers``, for CPU runs and tests.
 
-Selected with ``actor_rollout_ref.rollout.name=hf``; ``rg_verl.grpo.launch`` loads this package in
-every Ray process only then. It exists for the CPU demo and tests, and for debugging a config on
-a machine without vLLM. It is small and slow by design: use vLLM for real training.
-
-Importing this package registers the backend with verl in the two places verl looks a rollout
-up: the replica registry (driver side, public) and the server-adapter table that
-``verl.workers.rollout.base.get_rollout_class`` reads (worker side). verl 0.9.1 offers no
-registration function for the latter, so the entry is added to that table directly.
+Importing it registers the backend in verl's replica registry and in the table that
+``verl.workers.rollout.base.get_rollout_class`` reads, which verl 0.9.1 offers no function to register in.
 """
 
 import verl.workers.rollout.base as rollout_base

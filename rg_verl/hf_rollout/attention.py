@@ -1,16 +1,7 @@
 """Attention for the ``hf`` rollout on a CPU: grouped key/value heads go to PyTorch's SDPA as they are.
 
-Qwen2 and most current models use grouped-query attention: fewer key/value heads than query heads. transformers'
-``sdpa`` attention lets ``torch.nn.functional.scaled_dot_product_attention`` share each key/value head across its
-group (``enable_gqa``) only when there is no attention mask, because on CUDA a mask sends grouped heads to the slow
-math kernel. Otherwise it first copies every key/value head once per query head in its group. A padded batch always
-has a mask, so on a CPU each decoding step copies the whole key/value cache of every layer, and a step costs more
-the longer the context is (a multi-turn episode's later tries decode after long contexts).
-
-PyTorch's CPU flash kernel takes grouped heads and a mask together, so :func:`grouped_sdpa` passes them as they are.
-It is registered under :data:`NAME` with transformers' public ``AttentionInterface`` (and the mask that ``sdpa``
-uses with ``AttentionMaskInterface``); the server asks for it only on a CPU. The results are those of ``sdpa`` up to
-float rounding.
+transformers' ``sdpa`` copies each key/value head per query head whenever there is a mask (always, for a padded
+batch); PyTorch's CPU flash kernel takes grouped heads and a mask together, so :func:`grouped_sdpa` passes them.
 """
 
 from __future__ import annotations

@@ -1,16 +1,4 @@
-"""A key/value cache for ``generate`` that appends in place instead of copying itself every step.
-
-transformers' ``DynamicCache`` grows each layer by ``torch.cat``: every decoding step copies the whole cache of
-every layer, so a step costs more the longer the context is. :class:`GrowingCache` keeps each layer's keys and
-values in a buffer with room to spare, writes each step's new tokens into it, and hands attention a view of the
-filled part. The values are the same; only the copies are gone. A caller that knows how long the sequences will
-get (``generate``'s prompt width plus ``max_new_tokens``) reserves that much, and the buffers are allocated once;
-otherwise a full buffer is replaced by one of twice its tokens plus :data:`ROOM`.
-
-It is a ``DynamicCache`` to everything that reads one (``generate``, the masks, :mod:`.prefix_cache`): ``keys``
-and ``values`` are always the filled part, shaped (batch, kv_heads, tokens, head_dim). An operation that replaces
-them (``crop``, beam search's reordering) is followed by a fresh buffer at the next append.
-"""
+"""A key/value cache for ``generate`` that appends in place instead of copying itself every step."""
 
 from __future__ import annotations
 

@@ -1,17 +1,4 @@
-"""Keys and values of earlier requests, kept so that a request which extends one skips its prefill.
-
-A multi-turn episode sends its whole conversation every turn: the prompt, the answers so far and the feedback.
-Without a cache the ``hf`` rollout would read all of it again each turn. After every ``generate`` call the server
-stores each row's keys and values under the tokens they cover (the prompt and the response less its last token,
-which ``generate`` never feeds back). A later request whose prompt starts with such a sequence takes those keys and
-values, and only its new tokens are prefilled (vLLM's prefix caching, for one conversation at a time).
-
-In one batch every row's cache must be equally long, so each row is cut to leave all rows the same number of new
-tokens, and rows are left-padded with zeros that the attention mask hides. The positions stay right: ``generate``
-numbers the tokens from the attention mask, so a row's real tokens count from 0 under any padding, as when they were
-cached. The cache holds at most :data:`MAX_BYTES`, dropping the least recently stored first; it is emptied
-whenever the weights change.
-"""
+"""Keys and values of earlier requests, kept so that a request which extends one skips its prefill."""
 
 from __future__ import annotations
 
@@ -32,10 +19,7 @@ def plain_layers(cache: DynamicCache) -> bool:
 
 
 class PrefixCache:
-    """Per-sequence keys and values, looked up by the longest stored prefix of a prompt.
-
-    An entry is one tensor of shape (layers, 2, kv_heads, tokens, head_dim): keys and values, one row's.
-    """
+    """Per-sequence keys and values, looked up by the longest stored prefix of a prompt."""
 
     def __init__(self, max_bytes: int = MAX_BYTES):
         self.max_bytes = max_bytes
@@ -50,10 +34,7 @@ class PrefixCache:
         self._bytes = 0
 
     def lookup(self, prompt_ids: list[int]) -> tuple[tuple[int, ...] | None, int]:
-        """(the key of the longest stored sequence that starts ``prompt_ids``, how many of its tokens to use).
-
-        At least the prompt's last token is left to prefill: its logits give the first new token.
-        """
+        """(the key of the longest stored sequence that starts ``prompt_ids``, how many of its tokens to use)."""
         best, best_length = None, 0
         for key in self._entries:
             length = min(len(key), len(prompt_ids) - 1)
@@ -64,10 +45,7 @@ class PrefixCache:
         return best, best_length
 
     def batch_cache(self, prompts: list[list[int]], width: int, like: torch.Tensor) -> GrowingCache | None:
-        """The cache for a left-padded batch of ``width`` columns, or None when no row can use one.
-
-        ``like`` is a tensor of the model's dtype and device (its cached keys are made alike).
-        """
+        """The cache for a left-padded batch of ``width`` columns, or None when no row can use one."""
         found = [self.lookup(p) for p in prompts]
         new_tokens = max(len(p) - used for p, (_, used) in zip(prompts, found, strict=True))
         cached = width - new_tokens  # the columns every row takes from the cache

@@ -1,10 +1,4 @@
-"""The ``hf`` rollout replica (driver side) and its server adapter (training-worker side).
-
-verl runs the rollout "hybrid": each replica is paired with a training worker. The replica
-starts one :class:`HFRolloutServer` next to its worker, seeing the same accelerator. After
-every step verl hands the worker's adapter the new weights, and the adapter forwards them to
-the server. Only tensor parallel size 1 is supported: one server holds the whole model.
-"""
+"""The ``hf`` rollout replica (driver side) and its server adapter (training-worker side)."""
 
 import logging
 import os
@@ -99,11 +93,7 @@ class HFServerAdapter(BaseRollout):
         base_sync_done: bool = True,
         **kwargs,
     ):
-        """Forward one weight sync to the server.
-
-        With unmerged LoRA verl passes the adapter's ``peft_config``, and ``base_sync_done=False`` for
-        the one sync that carries the base weights; every later sync carries only the adapter.
-        """
+        """Forward one weight sync to the server."""
         if wire_format != "named_tensors":
             raise NotImplementedError(f"the hf rollout takes full named tensors, not {wire_format!r}")
         # Every rank must drain the generator: gathering the FSDP shards into full tensors is a collective.

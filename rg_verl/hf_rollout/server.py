@@ -1,16 +1,4 @@
-"""The ``hf`` rollout server: a Ray actor that generates with ``transformers``.
-
-One server per rollout replica. It speaks verl's token-in/token-out protocol
-(``generate(prompt_ids, sampling_params, request_id) -> TokenOutput``), batches the
-requests that arrive together into one left-padded ``model.generate`` call, returns
-per-token log-probs, and takes new weights from the training worker after every step. With
-``rollout.enable_prefix_caching`` (verl's default) it keeps each sequence's keys and values, so that the next turn
-of a conversation prefills only its new tokens (:mod:`rg_verl.hf_rollout.prefix_cache`).
-
-With LoRA (``actor_rollout_ref.model.lora_rank > 0``) verl sends, by default, the base weights once and
-then only the adapter, with its PEFT config. The server then wraps its model with that same config and
-serves the adapter unmerged, as the actor computes it (see :meth:`HFRolloutServer.update_weights`).
-"""
+"""The ``hf`` rollout server: a Ray actor that generates with ``transformers``."""
 
 import asyncio
 import logging
@@ -52,14 +40,7 @@ _ADAPTER_SUFFIX = re.compile(rf"\.(lora_\w+)\.{_PEFT_ADAPTER}(?=\.|$)")
 
 
 def canonical_name(name: str) -> str:
-    """One name per tensor, whichever layout verl sends it in.
-
-    A plain model says ``model.layers.0.self_attn.q_proj.weight``. Under PEFT the same weight is
-    ``base_model.model.model.layers.0.self_attn.q_proj.base_layer.weight``; verl's base sync names it
-    ``model.layers.0.self_attn.q_proj.base_layer.weight``, and its adapter sync names a factor
-    ``base_model.model.(...).q_proj.lora_A.weight`` where the module holds ``(...).lora_A.default.weight``.
-    All of these map to the plain name (``model.layers.0.self_attn.q_proj.lora_A.weight`` for a factor).
-    """
+    """One name per tensor, whichever layout verl sends it in."""
     name = name.removeprefix(PEFT_PREFIX).replace(".base_layer.", ".")
     return _ADAPTER_SUFFIX.sub(r".\1", name)
 
@@ -73,17 +54,7 @@ def sampling_key(sampling_params: dict[str, Any]) -> tuple[float, float, int]:
 
 
 class HFRolloutServer:
-    """Holds one copy of the policy and serves generation requests for a replica.
-
-    Args:
-        model_path: local HF model directory (the actor's starting weights).
-        prompt_length: configured maximum prompt length, in tokens.
-        response_length: configured maximum response length, in tokens.
-        max_num_seqs: the most sequences one ``generate`` call may hold.
-        seed: sampling seed.
-        dtype: torch dtype name for the rollout copy of the model.
-        prefix_caching: keep each sequence's keys and values for a request that continues it.
-    """
+    """Holds one copy of the policy and serves generation requests for a replica."""
 
     def __init__(
         self,
@@ -147,10 +118,7 @@ class HFRolloutServer:
         return await request.done
 
     async def _drain(self) -> None:
-        """Serve pending requests, a batch at a time, until none are left.
-
-        Runs as its own task, so a caller that is cancelled never strands the others.
-        """
+        """Serve pending requests, a batch at a time, until none are left."""
         await self._gather_requests()
         while self._pending:
             key, queue = next(iter(self._pending.items()))
@@ -246,16 +214,7 @@ class HFRolloutServer:
         peft_config: dict[str, Any] | None = None,
         adapter_only: bool = False,
     ) -> int:
-        """Load the trainer's current weights; returns how many tensors were loaded.
-
-        Full fine-tuning, and LoRA with ``model.lora.merge=True``, send every weight under its plain
-        Hugging Face name. Unmerged LoRA (verl's default) sends ``peft_config`` with every sync: the
-        base weights once (with ``rollout.load_format=dummy``, verl's default), then, with
-        ``adapter_only``, each step's ``lora_A``/``lora_B`` factors. The first such sync wraps the model
-        with that config, so the rollout computes ``W x + s·B A x`` as the actor does. An adapter sync
-        must cover every factor, so none is left stale.
-        Names go through :func:`canonical_name`; one the model does not have rejects the whole update.
-        """
+        """Load the trainer's current weights; returns how many tensors were loaded."""
         async with self._lock:
             if peft_config is not None and not isinstance(self.model, PeftModel):
                 self._wrap_with_lora(peft_config)
@@ -278,11 +237,7 @@ class HFRolloutServer:
             return len(state_dict)
 
     def _wrap_with_lora(self, peft_config: dict[str, Any]) -> None:
-        """Give the model the actor's LoRA layers (their values come with the weights).
-
-        The adapter keeps the base model's dtype (``autocast_adapter_dtype=False``), as verl casts the
-        actor's adapter to its base dtype; PEFT would otherwise upcast it to fp32 and round differently.
-        """
+        """Give the model the actor's LoRA layers (their values come with the weights)."""
         config = PeftConfig.from_peft_type(**{**peft_config, "inference_mode": True})
         self.model = get_peft_model(self.model, config, adapter_name=_PEFT_ADAPTER, autocast_adapter_dtype=False)
         self.model.eval()
