@@ -1,24 +1,4 @@
-"""Value-guided search at test time: OREO's step-level beam search and best-of-K reranking, over callables.
-
-OREO uses its value model V at inference to choose between sampled continuations. This module holds the
-two search loops as pure Python, so that they can be tested with stubs and driven by any generator:
-
-- :func:`value_beam`: keep ``beam_width`` partial responses per prompt; each step, expand every live beam
-  with ``beam_width`` sampled reasoning steps, score every candidate with V, move the finished ones to an
-  answer pool and keep the best ``beam_width`` unfinished ones;
-- :func:`value_rerank`: sample ``k`` whole responses per prompt and keep the best by V (best-of-K).
-
-A state is the response so far as a tuple of token ids (the prompt is not part of it: the callables get
-the prompt's index) and a ``finished`` flag. States stay token ids throughout, so nothing is re-tokenised
-between steps. Both callables take every request of a step at once, so a backend can batch them:
-
-- ``expand(requests, k)``: ``requests`` is a list of ``(prompt_index, state_ids)``; the answer holds, per
-  request, ``k`` continuations ``(new_ids, finished)``. Where a step ends (a delimiter, the end of
-  sequence, a token budget) is the expander's choice;
-- ``value(requests)``: one float per ``(prompt_index, state_ids)``.
-
-``rg_verl.search.hf`` implements both with transformers.
-"""
+"""Value-guided search at test time: OREO's step-level beam search and best-of-K reranking, over callables."""
 
 from __future__ import annotations
 
@@ -99,23 +79,7 @@ def _candidates(expand: Expand, value: Value, live: Sequence[Sequence[Beam]], k:
 def value_beam(
     prompts: Sequence[Any], expand: Expand, value: Value, *, beam_width: int, max_steps: int, n_answers: int
 ) -> list[list[Beam]]:
-    """OREO's step-level beam search: per prompt, the best ``n_answers`` responses by value.
-
-    Every prompt starts from the empty response. Each step makes one ``expand`` call with every live beam of
-    every prompt (``beam_width`` continuations each) and one ``value`` call with every candidate; finished
-    candidates join the prompt's answer pool and the ``beam_width`` best unfinished ones stay live. The
-    search stops after ``max_steps`` steps or when no beam is live. The answers are the pool's best by value;
-    when the pool holds fewer than ``n_answers``, the best live beams (unfinished) fill the rest, so a prompt
-    gets fewer only when both run out. Ties keep the order candidates were made in (earlier steps first),
-    so the same callables give the same answers.
-
-    Args:
-        prompts: one entry per prompt; only their number is read (the callables get the index).
-        expand, value: see the module docstring.
-        beam_width: B, the live beams kept per prompt and the continuations sampled per beam (OREO: 3).
-        max_steps: the most steps per response (OREO: 20).
-        n_answers: the answers returned per prompt, best first.
-    """
+    """OREO's step-level beam search: per prompt, the best ``n_answers`` responses by value."""
     _check_positive(beam_width=beam_width, max_steps=max_steps, n_answers=n_answers)
     live: list[list[Beam]] = [[Beam((), False, 0.0)] for _ in prompts]
     pool: list[list[Beam]] = [[] for _ in prompts]
@@ -135,11 +99,7 @@ def _answers(finished: Sequence[Beam], live: Sequence[Beam], count: int) -> list
 
 
 def value_rerank(prompts: Sequence[Any], sample: Expand, value: Value, *, k: int, n_answers: int) -> list[list[Beam]]:
-    """Best-of-K: ``k`` whole responses per prompt, the best ``n_answers`` of them by value (ties: sample order).
-
-    ``sample`` is an expander called once, with every prompt's empty state; an expander that does not stop at
-    step delimiters gives whole responses. Unfinished samples (out of budget) compete like finished ones.
-    """
+    """Best-of-K: ``k`` whole responses per prompt, the best ``n_answers`` of them by value (ties: sample order)."""
     _check_positive(k=k, n_answers=n_answers)
     empty = [[Beam((), False, 0.0)] for _ in prompts]
     return [_best(candidates, n_answers) for candidates in _candidates(sample, value, empty, k)]

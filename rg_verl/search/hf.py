@@ -1,25 +1,4 @@
-"""The callables of ``rg_verl.search.beam`` with transformers: a step expander and a value scorer.
-
-- :class:`HFStepExpander` samples reasoning steps with ``model.generate``, one left-padded batch per call;
-- :class:`HFValueScorer` reads V(s) from a one-label ``AutoModelForTokenClassification``, one padded
-  forward per call.
-
-Both work on token ids (prompt ids + response ids) and never re-tokenise text. Both take the prompts'
-ids through ``bind``, which answers the callable :func:`rg_verl.search.beam.value_beam` expects::
-
-    answers = value_beam(prompts, expander.bind(prompt_ids), scorer.bind(prompt_ids),
-                         beam_width=3, max_steps=20, n_answers=1)
-
-**Steps.** Where a step ends is :mod:`rg_verl.search.steps`' rule, shared with the vLLM expander. Here it is
-applied inside generation (a stopping criterion over the delimiter tokens' ids, so a row stops at once) and
-again when cutting the rows, which makes the cut exact.
-
-**Values.** The value model's output at position i is V of the state made of the tokens up to and including
-i (``rg_verl.oreo.batches.unbind_responses``: V(s_t) sits at the position before response token t). So the
-value of a state is read at the state's last token (the prompt's last token for the empty response). A
-state that ends with end of sequence is scored at the position before that token: the state before the last
-action, the last one training fits a value to (the state after end of sequence never occurs in training).
-"""
+"""The callables of ``rg_verl.search.beam`` with transformers: a step expander and a value scorer."""
 
 from __future__ import annotations
 
@@ -57,14 +36,7 @@ def _left_padded(rows: Sequence[Sequence[int]], width: int, pad_id: int) -> tupl
 
 
 class PromptCache:
-    """One model's key/value cache of every prompt of a search but its last token, computed once.
-
-    Each step of a search reads a prompt's cache instead of the prompt: a row is the cached block (the prompt
-    but its last token, left-padded to the longest) followed by a tail (the prompt's last token and the
-    state, left-padded), with one attention mask over both and positions counted over real tokens only, so
-    every real token has the position and the attention it has alone. :meth:`rows` builds a call's rows
-    and a fresh cache for them (the model appends to the cache it is given).
-    """
+    """One model's key/value cache of every prompt of a search but its last token, computed once."""
 
     def __init__(self, model: Any, prompt_ids: Sequence[Sequence[int]], pad_id: int):
         if any(len(p) < 1 for p in prompt_ids):
@@ -104,23 +76,7 @@ def _positions(mask: torch.Tensor) -> torch.Tensor:
 
 
 class HFStepExpander(StepExpander):
-    """Samples ``k`` next reasoning steps per state with ``model.generate`` (an ``expand`` of ``beam``).
-
-    Args:
-        model: an ``AutoModelForCausalLM`` (put in eval mode here).
-        tokenizer: its tokenizer, to find the delimiter tokens and the pad id.
-        delimiters: the texts that end a step (OREO: ``["\\n"]``); empty: a step runs to end of sequence or
-            its budget, so one call samples whole responses (for ``value_rerank``).
-        step_max_tokens: the most tokens per step.
-        temperature, top_p: sampling as in the ``hf`` evaluation backend (top_k off); temperature 0 is
-            greedy, and its ``k`` continuations are copies of one.
-        seed: with sampling, torch's global generator is seeded before call n from (seed, n)
-            (``rg_verl.common.hf_generate.batch_seed``), so the same calls give the same steps.
-        eos_ids: the ids that end a response; default ``rg_verl.common.hf_generate.eos_token_ids(model, tokenizer)``.
-        max_tokens: the most response tokens in all (the total budget); a step that reaches it is finished.
-        delimiter_ids: :func:`delimiter_token_ids` of ``delimiters``, where the caller keeps them (finding them
-            decodes the whole vocabulary).
-    """
+    """Samples ``k`` next reasoning steps per state with ``model.generate`` (an ``expand`` of ``beam``)."""
 
     def __init__(
         self,
@@ -151,10 +107,7 @@ class HFStepExpander(StepExpander):
     def expand(
         self, prompt_ids: Sequence[Sequence[int]], requests: Sequence[Request], k: int
     ) -> list[list[tuple[tuple[int, ...], bool]]]:
-        """Per request ``(prompt_index, state_ids)``, ``k`` continuations ``(new_ids, finished)``: one batch.
-
-        A state with no budget left gets ``k`` empty, finished continuations without generating.
-        """
+        """Per request ``(prompt_index, state_ids)``, ``k`` continuations ``(new_ids, finished)``: one batch."""
         return self._expand(PromptCache(self.model, prompt_ids, self.pad_id), requests, k)
 
     def _generate(self, cache: PromptCache, requests: Sequence[Request], budgets: Sequence[int], k: int):
@@ -195,17 +148,7 @@ class HFStepExpander(StepExpander):
 
 
 class HFValueScorer:
-    """V(s) of token-id states from a one-label ``AutoModelForTokenClassification`` (a ``value`` of ``beam``).
-
-    One forward per call over the states' tails on the prompts' :class:`PromptCache` (positions over real tokens,
-    so padding does not change a value). Which position is read: see the module docstring.
-
-    Args:
-        value_model: the value model (put in eval mode here); ``logits[..., 0]`` is V.
-        eos_ids: the ids that end a response (default ``rg_verl.common.hf_generate.eos_token_ids(value_model)``);
-            pass the expander's, so both agree on which states are finished.
-        pad_id: the id that fills the padding (any id: padded positions are masked and never read).
-    """
+    """V(s) of token-id states from a one-label ``AutoModelForTokenClassification`` (a ``value`` of ``beam``)."""
 
     def __init__(self, value_model: Any, eos_ids: Collection[int] | None = None, pad_id: int = 0):
         if getattr(value_model.config, "num_labels", 1) != 1:

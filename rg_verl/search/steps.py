@@ -1,15 +1,4 @@
-"""Where a reasoning step ends: the rule every step expander of a value-guided search shares.
-
-A step ends after the first token whose text, decoded alone, holds one of the delimiters
-(:func:`delimiter_token_ids`): the rule ``rg_verl.oreo.batches.step_starts`` uses to cut training responses
-into steps, so a search moves in the steps the value model was trained on. A step also ends at end of
-sequence (the response is finished), at the step's token budget, or when the response reaches its total
-budget (finished too).
-
-:class:`StepExpander` holds that rule and the bookkeeping of an ``expand`` callable of
-:mod:`rg_verl.search.beam`; a backend's expander adds only ``bind`` and ``_generate`` (one batched generation
-call per step): ``rg_verl.search.hf`` with transformers, ``rg_verl.search.vllm`` with vLLM.
-"""
+"""Where a reasoning step ends: the rule every step expander of a value-guided search shares."""
 
 from __future__ import annotations
 
@@ -33,22 +22,7 @@ def delimiter_token_ids(tokenizer: Any, delimiters: Sequence[str]) -> frozenset[
 
 
 class StepExpander:
-    """The step rule and the counting of an ``expand(requests, k)`` of ``rg_verl.search.beam``.
-
-    Subclasses implement ``_generate(bound, requests, budgets, k)``: per request, ``k`` generated token
-    lists (each may run past the step's end; :meth:`_cut` cuts it), where ``bound`` is what their ``bind``
-    prepared for a search's prompts and ``budgets`` holds each request's token budget for this step.
-
-    Args:
-        step_max_tokens: the most tokens per step.
-        temperature, top_p: sampling as in the evaluation backends (top_k off); temperature 0 is greedy,
-            and the ``k`` continuations of a state are copies of one.
-        seed: the search's sampling seed (None: unseeded); how it is used is the backend's.
-        eos_ids: the ids that end a response.
-        max_tokens: the most response tokens in all (the total budget); a step that reaches it is finished.
-        delimiter_ids: :func:`delimiter_token_ids` of the step delimiters; empty: a step runs to end of
-            sequence or its budget, so one call samples whole responses (for ``value_rerank``).
-    """
+    """The step rule and the counting of an ``expand(requests, k)`` of ``rg_verl.search.beam``."""
 
     def __init__(
         self,

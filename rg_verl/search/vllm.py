@@ -1,16 +1,4 @@
-"""The step expander of ``rg_verl.search.beam`` on vLLM: every beam of every prompt in one ``LLM.generate`` call.
-
-Each request of a step is the prompt's ids followed by the state's ids, handed to vLLM as token ids
-(``{"prompt_token_ids": ...}``), never as re-tokenised text. vLLM's prefix caching reads the shared prompt
-and state of a request's ``k`` samples once, and keeps them across steps. A step stops inside vLLM at the
-step rule's tokens (``stop_token_ids``: the delimiter tokens and end of sequence; vLLM keeps the stop token
-in ``token_ids``), then :meth:`~rg_verl.search.steps.StepExpander._cut` applies the same rule as the
-transformers expander, so both backends move in the same steps.
-
-**Seeds.** With a seed, request r gets vLLM's per-request seed :func:`state_seed` of (seed, the request's
-prompt ids, its state ids): a state's continuations depend on neither the other requests of the call nor
-the call's number, so expanding the beams in one batch gives what expanding them one at a time gives.
-"""
+"""The step expander of ``rg_verl.search.beam`` on vLLM: every beam of every prompt in one ``LLM.generate`` call."""
 
 from __future__ import annotations
 
@@ -35,13 +23,7 @@ def state_seed(seed: int, prompt_ids: Sequence[int], state: Sequence[int]) -> in
 
 
 class VLLMStepExpander(StepExpander):
-    """Samples ``k`` next reasoning steps per state with ``vllm.LLM.generate`` (an ``expand`` of ``beam``).
-
-    Args:
-        llm: a ``vllm.LLM`` of the policy.
-        step_max_tokens, temperature, top_p, seed, eos_ids, max_tokens, delimiter_ids: as in
-            :class:`~rg_verl.search.steps.StepExpander`; the seed is used per request (:func:`state_seed`).
-    """
+    """Samples ``k`` next reasoning steps per state with ``vllm.LLM.generate`` (an ``expand`` of ``beam``)."""
 
     def __init__(
         self,
