@@ -1,48 +1,5 @@
 """What ``rg-verl migrate-config`` (:mod:`rg_verl.migrate.cli`) does: a config of reasoning-gym's own training
-scripts becomes ours.
-
-reasoning-gym's ``training/`` folder (the reference project, commit 49b0713) reads a config with three
-sections of its own and verl's old ``ppo_trainer`` layout (the verl it pinned, commit c342069):
-
-- ``reasoning_gym: {dataset_size, developer_prompt, datasets}``;
-- ``curriculum: {enabled, schedule: {automatic, update_steps}, last_k, success_threshold,
-  failure_threshold, curricula: {name: {attribute_levels, weight}}}``;
-- ``reward: {use_accuracy, secondary_rewards: [{name, scaling_factor, kwargs}]}``.
-
-:func:`migrate` turns such a config (a plain mapping) into an rg-verl config over our defaults
-(``ppo_trainer``, ``rg_verl_base``, ``grpo_3b``, as the shipped experiments) that lists only what differs
-from them, and a list of ``(key, why)`` for every key it could not carry over. It maps:
-
-- ``reasoning_gym.dataset_size`` -> ``reasoning_gym.train_size``; ``developer_prompt`` -> ``system_prompt``;
-  ``datasets`` as they are (``{weight, config}``). rg-verl's section is the top-level ``reasoning_gym``,
-  which ``rg_verl_base`` hands to the dataset as ``data.reasoning_gym``.
-- ``curriculum`` (when ``enabled``) -> ``reasoning_gym.curriculum``: ``curricula.<name>.attribute_levels``
-  -> ``levels.<name>``; ``last_k`` as it is (both count training samples) and ``min_samples = last_k``
-  (the reference decides only once its window is full); the thresholds as they are (the reference
-  compares strictly, as rg-verl does); ``schedule.automatic: true`` with ``update_steps: N``
-  -> ``schedule_every: N``, ``automatic: false`` -> the threshold rule (``schedule_every: 0``). The
-  reference trains on the curricula's datasets only (weights from ``curricula.<name>.weight``) and
-  validates at their starting levels, so those become ``reasoning_gym.datasets``, each with its
-  curriculum's starting configuration. A disabled curriculum is never read by the reference and is
-  not carried over.
-- ``reward.secondary_rewards`` -> ``reward_kwargs.terms``: ``format`` -> ``reference_format``, ``length``
-  -> ``reference_length``, ``cosine`` -> ``reference_cosine``, weight = ``scaling_factor``;
-  ``kwargs.preappend_thinking_token`` and ``kwargs.max_output_length`` -> ``reward_kwargs.reference_terms``.
-  Every other term of ours is set to 0 (``grpo_3b`` turns two on). ``use_accuracy: true`` is what rg-verl's
-  reward always does.
-- verl keys: one verl 0.9.1 still has at the same path is kept when its value differs from ours; one it
-  renamed goes to its new name; one it removed, or one the reference never read, is reported. A key
-  the file leaves out takes the old verl's default (when the file lists ``ppo_trainer`` in its defaults,
-  as it then did), so the migrated run behaves as the old one did.
-
-Unknown keys are reported, never dropped in silence. The GRPO configs' ``critic`` section (no critic is
-trained) and a disabled ``reward_model`` section are reported as one entry each. The reference's
-sections are :mod:`rg_verl.migrate.reference`'s, verl's old layout :mod:`rg_verl.migrate.verl_layout`'s, the
-comparisons with our defaults :mod:`rg_verl.migrate.tree`'s.
-
-:func:`reference_schema_keys` tells a reference config from ours: ``rg_verl.grpo.launch`` refuses one
-before Ray with the command that converts it.
-"""
+scripts becomes ours."""
 
 from __future__ import annotations
 
@@ -128,15 +85,7 @@ def default_config() -> dict:
 
 
 def migrate(old: Any) -> tuple[dict, Unmapped]:
-    """A reference-schema config as an rg-verl config, and the keys it could not carry over.
-
-    Args:
-        old: the old config, a plain mapping or an OmegaConf config, interpolations unresolved.
-
-    Returns:
-        ``(new, unmapped)``: ``new`` holds ``hydra.searchpath``, ``defaults`` and only the values that
-        differ from our defaults; ``unmapped`` is ``[(key, why), ...]``, in the order they were found.
-    """
+    """A reference-schema config as an rg-verl config, and the keys it could not carry over."""
     old = container(old)
     if not isinstance(old, Mapping):
         raise ConfigError(f"the old config is a {type(old).__name__}, not a mapping of sections")

@@ -1,17 +1,4 @@
-"""The reference's own config sections (``reasoning_gym``, ``curriculum``, ``reward``) in rg-verl's schema.
-
-For ``rg-verl migrate-config`` (:mod:`rg_verl.migrate.command`, which lists the mapping). The facts it rests
-on, from reasoning-gym's ``training/`` at commit 49b0713:
-
-- with ``curriculum.enabled`` the reference trains on ``curriculum.curricula``'s datasets only (weight
-  ``curricula.<name>.weight``, default 1) and validates on them at their starting levels; it ignores
-  ``reasoning_gym.datasets``. A disabled curriculum is never read.
-- a level changes only once the score board's window holds ``last_k`` training samples, when the mean
-  is above ``success_threshold`` or below ``failure_threshold`` (strictly, as rg-verl's curriculum);
-  ``schedule.automatic: true`` raises it every ``update_steps`` steps instead.
-- ``secondary_rewards`` names are looked up in a registry (``format``, ``length``, ``cosine``); an unknown
-  one is skipped. A missing ``scaling_factor`` is 1.
-"""
+"""The reference's own config sections (``reasoning_gym``, ``curriculum``, ``reward``) in rg-verl's schema."""
 
 from __future__ import annotations
 
@@ -45,10 +32,7 @@ def _mapping(m: Migration, where: str, value: Any) -> dict:
 
 
 def reasoning_gym(m: Migration, curriculum_mix: dict | None) -> None:
-    """``dataset_size`` -> ``train_size``, ``developer_prompt`` -> ``system_prompt``, ``datasets`` as they are.
-
-    ``curriculum_mix``: the mix an enabled curriculum trains on (it replaces ``datasets``), else None.
-    """
+    """``dataset_size`` -> ``train_size``, ``developer_prompt`` -> ``system_prompt``, ``datasets`` as they are."""
     for key, value in _mapping(m, "reasoning_gym", m.old.get("reasoning_gym")).items():
         where = f"reasoning_gym.{key}"
         if key == "dataset_size":
@@ -166,8 +150,6 @@ def _curricula(m: Migration, curricula: Mapping) -> tuple[dict, dict]:
 
 def starting_config(name: str, levels: Mapping[str, int]) -> dict:
     """The fields reasoning-gym's curriculum of ``name`` sets at ``levels`` (``"*"``: every attribute).
-
-    Empty when reasoning-gym cannot make it (an unknown dataset or attribute): our config check names that.
 
     >>> starting_config("knights_knaves", {"*": 0})
     {'n_people': 2, 'depth_constraint': 2, 'width_constraint': 2}

@@ -1,10 +1,5 @@
 """Config trees for ``rg-verl migrate-config``: nested mappings flattened, merged and compared; one migration's record.
 
-Values are compared by meaning (:func:`same`): an interpolation by the key it points at, however it is
-spelled (``${a.b}``, ``${oc.select:a.b,default}``, ``${.b}``), numbers by value, a bool only with a bool.
-:func:`differences` keeps what a desired config changes over the defaults, which is all a migrated
-config lists.
-
 >>> same("${data.max_prompt_length}", "${oc.select:data.max_prompt_length,512}")
 True
 >>> same(True, 1), same(1, 1.0), same("${.a}", "${x.a}", "x.b")
@@ -128,8 +123,6 @@ def same(a: Any, b: Any, path: str = "") -> bool:
 def as_type_of(value: Any, default: Any) -> Any:
     """``value`` as a number where ``default`` is one and ``value`` is its text.
 
-    YAML 1.1 (PyYAML) reads ``1e-6`` as text; OmegaConf, and so Hydra, as a float.
-
     >>> as_type_of("1e-6", 1e-05), as_type_of("8", 4), as_type_of("x", 4), as_type_of("1", True)
     (1e-06, 8, 'x', '1')
     """
@@ -157,13 +150,7 @@ def differences(desired: Any, default: Any, path: str = "") -> Any:
 
 
 class Migration:
-    """One config's migration: the old config, our defaults, and what it has found so far.
-
-    Args:
-        old: the old config as the old code ran it (its verl defaults merged in where it had them).
-        defaults: our composed defaults.
-        written: the keys the old file itself wrote (only those are worth a report).
-    """
+    """One config's migration: the old config, our defaults, and what it has found so far."""
 
     def __init__(self, old: Mapping, defaults: Mapping, written: set[str]):
         self.old = old

@@ -1,17 +1,4 @@
-"""verl c342069's ``ppo_trainer`` layout, the verl reasoning-gym's training scripts pinned, in verl 0.9.1's terms.
-
-For ``rg-verl migrate-config`` (:mod:`rg_verl.migrate.command`). Each old key is one of:
-
-- still in verl 0.9.1 (with our layers) at the same path: kept when its value differs from ours;
-- renamed (:data:`RENAMED`, :data:`RENAMED_PREFIXES`), or spelled with an old value (:data:`OLD_VALUES`,
-  e.g. ``load_format: dummy_dtensor``): carried over under the new name or value;
-- removed (:data:`REMOVED`), or never read by the reference (:data:`NOT_READ`): reported;
-- in a section the run never builds: GRPO's ``critic``, a disabled ``reward_model``: one report for the section;
-- unknown to both: reported.
-
-A file that lists ``ppo_trainer`` in its defaults ran with verl's old defaults wherever it is silent
-(:data:`OLD_VERL_DEFAULTS`), so those are migrated too; only the keys the file itself writes are reported.
-"""
+"""verl c342069's ``ppo_trainer`` layout, the verl reasoning-gym's training scripts pinned, in verl 0.9.1's terms."""
 
 from __future__ import annotations
 
