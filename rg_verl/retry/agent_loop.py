@@ -1,21 +1,4 @@
-"""The "wrong, try again" rollout: a verl agent loop, registered as ``rg_verl_retry``.
-
-Chosen with ``actor_rollout_ref.rollout.agent.default_agent_loop=rg_verl_retry`` (``rg_verl.grpo.launch`` then
-loads this module in every Ray process, which registers it through verl's public ``register``). One episode
-(:mod:`rg_verl.retry.episode`):
-
-1. the model answers the prompt;
-2. the answer is judged by the run's own reward settings (``rg_verl.reward.score_with``, its ``accuracy``);
-3. if it is wrong and tries and response budget remain, the conversation gets the answer as an assistant turn
-   and ``retry.feedback`` as a user turn, and the model answers again.
-
-The response is every turn after the prompt, as one token sequence: the model's tokens carry loss (mask 1), the
-template's and the feedback's do not (mask 0), and ``data.max_response_length`` bounds the whole episode (each
-try may use what the earlier ones left; a ``max_tokens`` in the sampling parameters caps each try as well). The
-tokens of earlier turns are kept as generated; verl's continuous token builder appends only the feedback's tokens.
-The record of the episode goes to the reward in ``extra_fields["retry"]``, which verl's reward manager merges into
-``extra_info``.
-"""
+"""The "wrong, try again" rollout: a verl agent loop, registered as ``rg_verl_retry``."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
 """What a "wrong, try again" episode is: its settings (the ``retry:`` section) and the record it leaves.
 
-An episode gives the model up to ``max_turns`` tries at one question. After a wrong answer, while tries remain,
-a user turn says so (``feedback``) and the model answers again. The rollout (:mod:`rg_verl.retry.agent_loop`) and
-the evaluator (:mod:`rg_verl.evaluation.episodes`) both record an episode as :func:`episode_record`: the
-correctness of each try and the text of the last one. The reward reads that record (:mod:`rg_verl.reward.episode`:
-the last try's score, discounted for every try after the first, and the per-turn outcomes).
-
 >>> episode_record([0.0, 1.0], "<answer>4</answer>", RetryConfig(max_turns=3, discount=0.5))["turn_accuracy"]
 [0.0, 1.0]
 """
