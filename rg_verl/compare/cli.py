@@ -1,13 +1,4 @@
-"""``rg-verl compare`` and ``rg-verl oreo iterate``: a comparison config, checked, then run stage by stage.
-
-    rg-verl compare --config configs/compare/learn_cpu.yaml [key=value ...]
-    rg-verl oreo iterate --config configs/compare/learn_cpu.yaml oreo.rounds=3 [key=value ...]
-
-``iterate`` runs the config's OREO arm alone (``methods: [oreo]``). Both print the table and the paths of
-the table, its JSON, its plot and GRPO's reward curve; a stopped run, started again with the same config,
-continues where it stopped (see :mod:`rg_verl.compare.run`), unless ``--fresh`` deletes the last run's folder
-first (``make demo`` does).
-"""
+"""``rg-verl compare`` and ``rg-verl oreo iterate``: a comparison config, checked, then run stage by stage."""
 
 from __future__ import annotations
 

@@ -1,11 +1,4 @@
-"""A comparison's YAML (``configs/compare/``): the start, the budget, each method's config, the evaluation.
-
-Everything is checked, and the budget split into each method's steps and items, before any stage runs
-(:func:`load`): a bad field fails naming it. The budget is the number of generated samples each method
-trains on: GRPO's ``trainer.total_training_steps`` is ``budget / (data.train_batch_size ×
-actor_rollout_ref.rollout.n)``; OREO collects ``budget / rounds`` samples per round (``samples`` per item);
-rejection-sampling fine-tuning trains on OREO's first collection (the same trajectories).
-"""
+"""A comparison's YAML (``configs/compare/``): the start, the budget, each method's config, the evaluation."""
 
 from __future__ import annotations
 

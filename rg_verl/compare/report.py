@@ -1,9 +1,4 @@
-"""A comparison's table and plot: one row per model and decoding, read from the evaluator's results.json.
-
-``comparison.json`` holds the rows; ``comparison.md`` the table (with the config's budget and the start's
-numbers beside each row's, as differences); ``comparison.png`` one bar group per metric. OREO's rounds are
-rows of their own; ``rg-verl oreo iterate`` writes ``rounds.{md,json,png}``: the start and a row per round.
-"""
+"""A comparison's table and plot: one row per model and decoding, read from the evaluator's results.json."""
 
 from __future__ import annotations
 

@@ -1,20 +1,4 @@
-"""Runs a comparison: each method's stages from one starting model, then every model through the evaluator.
-
-Under ``out``:
-
-    oreo/round_R/{trajectories, train, metrics.jsonl, actor_hf, critic_hf}   OREO round R (collect → train → convert)
-    rft/{train, model_hf}                                                   RFT on OREO's first collection
-    grpo/{train, metrics.jsonl, model_hf}                                   GRPO through train_grpo.py
-    eval/<row>_<decoding>/                                                  the evaluator's run of each row
-    comparison.{md,json,png}                                                the table and the plot
-    rounds.{md,json,png}                                                    the same, of rg-verl oreo iterate
-    logs/<stage>.log, logs/<stage>.done                                     each stage's output; done marks
-
-Round R > 1 of OREO collects with round R − 1's converted actor, starts its critic from round R − 1's
-critic (its head kept), and uses the reference ``oreo.reference`` names: the starting model, or the round's
-own starting policy. The rows are evaluated in the order start, GRPO, RFT, OREO rounds, so a stopped run
-that is started again continues with the first missing stage.
-"""
+"""Runs a comparison: each method's stages from one starting model, then every model through the evaluator."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""A comparison's stages: each one of the project's own commands, run as a child process with its log in a file.
-
-A stage whose output is complete is skipped, so a stopped comparison continues where it stopped; the
-commands themselves resume too (collection ``--resume``, training ``trainer.resume_mode=auto``, the evaluator
-``--resume``). Training runs in its own process because verl's engines and Ray hold process-wide state; on GPUs
-OREO and RFT run under ``torchrun`` with ``gpus`` processes.
-"""
+"""A comparison's stages: each one of the project's own commands, run as a child process with its log in a file."""
 
 from __future__ import annotations
 
