@@ -1,21 +1,5 @@
 """A whole composed config checked before Ray or any model starts: what ``train_grpo.py`` and ``train_oreo.py``
-run first (:func:`validate`).
-
-Each section's schema lives beside the code that reads it; this module only calls them in order:
-
-- ``reasoning_gym``: :class:`rg_verl.data.config.ReasoningGymConfig`;
-- ``reward.custom_reward_function.reward_kwargs``: :class:`rg_verl.reward.config.RewardConfig`;
-- ``tiny_model`` (:func:`tiny_model_config`): :class:`rg_verl.cpu.tiny_model.TinyModelConfig`, its warm start
-  drawing its prompts like the run;
-- verl's own keys that verl 0.9.1 accepts and then gets wrong: :func:`rg_verl.guards.check`;
-- the model path (:func:`rg_verl.common.models.check_model_path`: a folder, the Hugging Face cache, the hub), verl's
-  V1 trainer, and the plugin module paths (a moved one names its new path);
-- a sequence's length against the model's context (:func:`rg_verl.guards.check_context_length`), the model's config
-  read without its weights (:func:`model_context`).
-
-Every error is a :class:`rg_verl.common.schema.ConfigError` naming the field, the bad value and the fix.
-Nothing here reads a data file: :func:`rg_verl.data.files.check_sources` reads them, right after this.
-"""
+run first (:func:`validate`)."""
 
 from __future__ import annotations
 
@@ -52,12 +36,7 @@ def _run_prompts(config: DictConfig) -> dict[str, Any]:
 
 
 def tiny_model_config(config: DictConfig) -> TinyModelConfig:
-    """The ``tiny_model`` section, checked (every default where it is absent).
-
-    A warm start without ``datasets`` or ``system_prompt`` draws its prompts like the run does: from the
-    datasets of ``reasoning_gym.datasets`` that reasoning-gym generates, and ``reasoning_gym.system_prompt``.
-    Each warm-start dataset's config is checked by reasoning-gym, as a mix entry's is.
-    """
+    """The ``tiny_model`` section, checked (every default where it is absent)."""
     section = plain(config.get("tiny_model"))
     if isinstance(section, dict) and isinstance(section.get("warm_start"), dict):
         section["warm_start"] = {**_run_prompts(config), **section["warm_start"]}
