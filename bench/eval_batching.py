@@ -1,13 +1,4 @@
-"""Batched against one-prompt-at-a-time generation, side by side, same prompts and settings.
-
-    python -m bench.eval_batching [--model-path DIR] [--prompts 32] [--batch-size 32] [--max-tokens 32]
-
-Without ``--model-path`` it builds the tiny model in a temporary folder. The hf backend runs the
-prompts twice, with ``batch_size`` 1 and then ``batch_size`` N, greedy so both produce the same
-number of tokens; the ratio of the wall times is the speed-up of batching. When vLLM is importable
-and a GPU is present, the same comparison runs for vLLM (one ``LLM.chat`` call with every prompt,
-against one call per prompt); otherwise the report says why it was skipped.
-"""
+"""Batched against one-prompt-at-a-time generation, side by side, same prompts and settings."""
 
 from __future__ import annotations
 
@@ -56,11 +47,7 @@ def compare_batching(
     max_tokens: int = 32,
     device: str = "auto",
 ) -> dict[str, float]:
-    """Times the same prompts through ``backend`` one at a time and batched.
-
-    Returns:
-        ``one_at_a_time_s``, ``batched_s``, ``speedup`` (the ratio), and tokens per second of each.
-    """
+    """Times the same prompts through ``backend`` one at a time and batched."""
     config = _config(model_path, backend, batch_size, num_prompts, device)
     (dataset,) = eval_datasets(config)
     prompts = [prompt_messages(dataset[i], config) for i in range(len(dataset))]

@@ -1,19 +1,4 @@
-"""The evaluator's ``vllm`` backend against plain ``vllm.LLM.generate`` of the same prompts and token budget.
-
-    python bench/eval_vllm.py [--model-path DIR] [--prompts 64] [--repeats 4] [--max-tokens 64] [--rounds 5]
-
-One engine, loaded once: the backend's own ``vllm.LLM`` (``VLLMBackend``, ``device: cpu`` on a machine without
-CUDA, so vLLM's CPU settings apply). The arms alternate on it, ``--rounds`` times each:
-
-* ``backend``: ``VLLMBackend.generate`` of chat prompts, ``--repeats`` samples each (``LLM.chat``, the chat
-  template rendered by vLLM, a per-request seed, ``Completion`` objects built from the outputs);
-* ``plain``: ``LLM.generate`` of the same prompts as token ids (the chat template applied beforehand, untimed),
-  with the same sampling parameters and per-request seeds.
-
-With the same seeds both arms sample the same tokens (the script checks that they generated as many), so the
-ratio is the backend's own cost over vLLM's. The result is the median of the per-round ratios. Goal: at most 1.05.
-Without ``--model-path`` it builds the tiny model at head size 64 (vLLM's CPU attention refuses 16).
-"""
+"""The evaluator's ``vllm`` backend against plain ``vllm.LLM.generate`` of the same prompts and token budget."""
 
 from __future__ import annotations
 

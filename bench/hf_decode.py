@@ -1,20 +1,4 @@
-"""The hf rollout's decoding against transformers' defaults, side by side: one batched ``generate``, three arms.
-
-    python bench/hf_decode.py [--batch 16] [--prompt 80] [--tokens 144] [--repeats 3]
-                              [--hidden-size 512] [--layers 8] [--intermediate-size 2048]
-
-All arms sample the same number of tokens (``min_new_tokens``) from the same left-padded prompts with the same
-seed, on one tiny grouped-query Qwen2 (4 query heads, 2 key/value heads), in turn:
-
-* ``default``: transformers' ``DynamicCache`` and ``sdpa`` attention. The cache copies every layer's whole cache
-  at each step (``torch.cat``), and with a padding mask ``sdpa`` copies each key/value head once per query head;
-* ``cache``: the rollout's ``GrowingCache`` (``rg_verl.hf_rollout.kv_cache``), which writes into room it set
-  aside; its tokens must equal the default's;
-* ``rollout``: that cache and the rollout's attention on a CPU (``rg_verl.hf_rollout.attention``), which hands
-  grouped heads to PyTorch's SDPA as they are: what the ``hf`` rollout server runs.
-
-Each arm's time over the default's, per repeat (the median is the result); below 1 is faster.
-"""
+"""The hf rollout's decoding against transformers' defaults, side by side: one batched ``generate``, three arms."""
 
 from __future__ import annotations
 

@@ -1,25 +1,4 @@
-"""The cost of "wrong, try again" episodes against single-turn generation of the same tokens, same rollout.
-
-    python bench/multiturn_overhead.py [--prompts 16] [--turns 3] [--tokens 48] [--repeats 3]
-                                       [--hidden-size 128] [--layers 4] [--intermediate-size 128]
-                                       [--rollout hf|vllm]
-
-Both arms use one rollout server on one tiny model, with the same prompts (chain_sum items), in the same
-process, alternating. The server is the ``hf`` rollout's (``rg_verl.hf_rollout.server.HFRolloutServer``, the CPU
-path's rollout), or with ``--rollout vllm`` vLLM's ``AsyncLLM`` engine with prefix caching, called as verl's
-vLLM rollout server calls it (token ids in, token ids and log-probs out; ``vllm_async_server.py``'s
-``generate``), on vLLM's CPU build (run it in ``.venv-vllm``; the model then has head size 64):
-
-* ``episodes``: ``rg_verl.retry.agent_loop.RetryAgentLoop`` runs every prompt as an episode of ``--turns`` tries
-  of ``--tokens`` tokens each (a random model is always wrong, so every episode takes every try): the
-  continuous-token merges, the judging of each try by the reward, the feedback turns and the longer prompts of
-  the later tries are all in the time;
-* ``single``: one ``generate`` per prompt of ``--turns`` x ``--tokens`` tokens, the same total.
-
-The model's end-of-sequence token is moved out of reach (on vLLM, which also stops at the tokenizer's, every
-request ignores it), so both arms generate exactly their budget. The ratio is
-the episodes' time over the single turn's, per repeat (the median is the result). Goal: at most 1.1.
-"""
+"""The cost of "wrong, try again" episodes against single-turn generation of the same tokens, same rollout."""
 
 from __future__ import annotations
 

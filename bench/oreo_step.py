@@ -1,28 +1,4 @@
-"""What OREO costs: an OREO step against a verl SFT step, and collection against plain generation.
-
-    python -m bench.oreo_step [--hidden 256] [--layers 4] [--batch 32] [--micro 8] [--response 64] [--steps 6]
-    python -m bench.oreo_step --part collect [--items 32] [--samples 8] [--max-tokens 64]
-
-``step``: one process, one model size (a tiny Qwen2 built here with ``--hidden``/``--layers``), one batch of
-synthetic trajectories (``--batch`` rows, ``--response`` response tokens, a chat prompt):
-
-* OREO: :meth:`rg_verl.oreo.trainer.OreoTrainer.step` of ``configs/oreo/smoke_cpu.yaml`` (both models'
-  update, one forward and one backward of each per micro-batch: :mod:`rg_verl.oreo.joint`);
-* SFT: a verl ``TrainingWorker`` of the same model with verl's own ``sft_loss`` on the same rows, the same
-  engine settings and micro-batch size (one model, a forward and a backward). Both steps start from the
-  trajectories: the time to make their engine batches counts on both sides.
-
-The two alternate for ``--steps`` rounds after one warm-up round each (which runs first alternates too); the
-median of the per-round ratios is reported, with the lowest and highest. The floor is about 2.0x (two models
-to update; the critic's value head is smaller than the actor's vocabulary projection, so a little under).
-Goal: <= 2.2x. ``--parts`` adds the joint update's seconds alone and those of the no-grad passes it saves.
-
-``collect``: ``--items`` training items of ``configs/smoke/learn.yaml`` with ``--samples`` samples each, on
-one hf backend (loaded once): ``rg-verl oreo collect`` (the items, generation, scoring with the training
-reward, parquet shards) against what the evaluator does for the same items (the dataset, its items' prompts,
-the backend's ``generate`` in the same batches with the same seeds). The ratio is throughput, collection /
-generation. Goal: >= 0.95x.
-"""
+"""What OREO costs: an OREO step against a verl SFT step, and collection against plain generation."""
 
 from __future__ import annotations
 

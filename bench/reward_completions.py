@@ -1,7 +1,4 @@
-"""The completions bench/reward_throughput.py scores: regular ones of each kind, and hostile ones.
-
-Built once per run, from a fixed seed, outside any timed region; both sides score the same list.
-"""
+"""The completions bench/reward_throughput.py scores: regular ones of each kind, and hostile ones."""
 
 import random
 

@@ -1,30 +1,4 @@
-"""Soak: the smoke config killed at random steps and resumed each time, against the same run never broken.
-
-    python bench/soak.py [--steps 50] [--save-every 5] [--kills 3] [--seed 0] [--workdir DIR]
-                         [--rollout hf|vllm] [--fault group|engine|sigint]
-
-``--rollout vllm`` trains with verl's vLLM rollout (run it from ``.venv-vllm``; the tiny model gets head size 64).
-``--fault`` says how each kill lands: ``group`` SIGKILLs the run's whole session, as a lost job dies; ``engine``
-SIGKILLs the vLLM engine core only (what a CUDA out-of-memory error does), and ``sigint`` sends the driver Ctrl-C's
-signal: in both the run must stop by itself (exit 1 or 130, every process of it gone), and the bench prints how long
-each stop took.
-
-Three arms train ``configs/smoke`` (CPU, the tiny model, with the curriculum and adaptive weights on) for
-``--steps`` steps with a checkpoint every ``--save-every``, each in a folder of its own:
-
-* ``killed``: ``--kills`` steps are drawn at random (``--seed``); once verl has logged each of them the run waits a
-  random moment (up to 2 s, so a kill may land in a rollout, an update or a save), gets its ``--fault``, then runs
-  the same command again, which resumes (``trainer.resume_mode=auto``) from the last complete checkpoint;
-* ``unbroken``: the same command, never killed;
-* ``control``: ``unbroken`` once more. The ``hf`` rollout batches requests as they arrive, so its sampling is not
-  replayed bit for bit by fixed seeds: what differs between two unbroken runs is the noise floor against which
-  ``killed`` is read.
-
-At the last step it compares, from ``global_step_N/data.pt`` and the actor's shards: the data order (the
-sampler's position and generator), the curriculum's and adaptive weights' record (its step count, how many
-outcomes it holds, its levels and weights), the steps each arm logged and its reward curve, and the actor's
-weights. It prints what matched.
-"""
+"""Soak: the smoke config killed at random steps and resumed each time, against the same run never broken."""
 
 from __future__ import annotations
 

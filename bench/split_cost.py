@@ -1,52 +1,4 @@
-"""What holding questions out costs: the old split rule against today's, side by side, per shipped config.
-
-    python bench/split_cost.py [--configs SUBSTRING] [--repeats 1] [--train-items N] [--splits train,val]
-                               [--rules old,new,warm,shipped]
-
-Two rules build each split of a config's mix:
-
-* ``old``: the seeds-only rule of earlier releases, kept here as a baseline (:class:`OldRule`): item ``i``
-  of a split is item ``i`` of the picked dataset, built with seed ``dataset_seed(base, split, name)`` and
-  size = the split's size; nothing is filtered, so disjoint seeds do not give disjoint questions;
-* ``new``: ``rg_verl.data.dataset.ReasoningGymDataset``: each item searches candidates for a question whose
-  hash lies in its split's share (``rg_verl.data.holdout``), about 1.1 per training item and 20 per held-out
-  item; the constructor searches item 0 of each dataset (the probe). Candidate set ``a`` is a reseeded copy
-  of set 0, or a fresh build for the few generators that draw from their seed when built
-  (``rg_verl.data.candidates``). Here it runs with no stored search (``rg_verl.data.search_cache``): the
-  cost of a config whose searches were never made, such as a shipped config with another seed.
-
-For the held-out splits, two more runs of the new rule show what stored searches save (the items are the
-same, ``tests/unit/data/test_search_cache.py``):
-
-* ``warm``: a second run on the same machine: the searches the ``new`` run stored, no shipped ones;
-* ``shipped``: a first run of a shipped config on a fresh machine: an empty user cache over the searches
-  that ship with the package (``rg_verl/data/shipped_searches``, for the shipped validation splits).
-
-For every shipped config (``configs/**/*.yaml`` not starting with ``_``, composed with Hydra as
-``train_grpo.py`` composes it) and each rule, it times, from the split's constructor on:
-
-* the first training batch: ``data.gen_batch_size or data.train_batch_size`` items (``--train-items``
-  changes it), indices ``0..B-1``. verl's sampler shuffles (``data.shuffle``), so its first batch holds
-  other indices; the cost does not depend on which: every index picks its dataset by the same weighted
-  draw, and every candidate of a dataset costs the same to generate;
-* the first validation batch: ``data.val_batch_size`` items, or, when it is null (as in every shipped config
-  but the smoke ones), the whole validation split, which verl then validates as one batch;
-* with ``--splits ...,eval``, the whole evaluation split (the evaluator generates all of it).
-
-A batch is fetched in one process, item by item, as one dataloader worker fetches it (``num_workers`` > 0
-overlaps batches, not the items of one). Each generated item and each dataset built (a candidate set) is
-counted and timed: the old rule's by :class:`OldRule`, the new rule's by wrapping ``Candidates.item``,
-``create_dataset`` and ``reseeded`` of ``rg_verl.data.candidates``. ``build s`` is the constructor's share
-of the time, ``probes`` the items it generated, ``cand/item`` the items generated (probes included) per
-kept generator item (1.00 for the old rule), ``slowest`` the datasets that took the most time (seconds, items
-generated per kept item with the probes, sets built and their seconds); all for the new rule, or the old
-one's when only it runs. Each config is warmed up first (one item of each dataset, from a seed outside every
-split); the rules alternate in order over ``--repeats`` and the best wall time of each is kept. Configs whose
-file datasets are missing (``math/``: set ``RG_VERL_DATA``) are skipped.
-
-Goals: training generation within 1.15x the old rule, per config and overall; the first
-validation batch under 30 s for every config on 2 cores (a first run of a shipped config: ``shipped``).
-"""
+"""What holding questions out costs: the old split rule against today's, side by side, per shipped config."""
 
 from __future__ import annotations
 
@@ -119,11 +71,7 @@ class Tally:
 
 
 class OldRule:
-    """A split under the seeds-only rule: item ``i`` is item ``i`` of the picked dataset, unfiltered.
-
-    The mix, the curriculum's starting levels, the weighted pick and the per-item work (JSON-safe entry,
-    chat prompt, the item's tensor) are the same as today's dataset; only the choice of entry differs.
-    """
+    """A split under the seeds-only rule: item ``i`` is item ``i`` of the picked dataset, unfiltered."""
 
     def __init__(self, split: str, data: DictConfig, tally: Tally | None = None):
         settings = ReasoningGymConfig.from_section(data.get("reasoning_gym"), where="data.reasoning_gym")
@@ -192,10 +140,7 @@ class Run:
 
 @contextlib.contextmanager
 def new_rule_counting(tally: Tally) -> Iterator[None]:
-    """Counts today's candidates (``Candidates.item``) and candidate sets (built or reseeded copies).
-
-    The datasets stay reasoning-gym's own objects (no proxy): a reseeded copy must copy the real dataset.
-    """
+    """Counts today's candidates (``Candidates.item``) and candidate sets (built or reseeded copies)."""
     item, make, reseed = candidates.Candidates.item, candidates.create_dataset, candidates.reseeded
     names: dict[type, str] = {}  # a dataset's class -> its name, for the copies of set 0
 

@@ -1,23 +1,4 @@
-"""Per-step overhead of rg-verl's dataset and reward against verl's stock pieces.
-
-    python bench/step_overhead.py [--steps 6] [--repeats 1] [--rollout hf|vllm]
-
-Runs the CPU smoke config (``train_grpo.py``) twice per repeat, alternating the arms:
-
-* ``ours``:  ``ReasoningGymDataset`` (items generated on the fly) and ``rg_verl.reward.compute_score``;
-* ``stock``: verl's ``RLHFDataset`` reading parquet files that hold the same prompts (the first
-  ``train_size``/``val_size`` items of our dataset), scored by :func:`constant_reward` below.
-
-Everything else (model, batch, n, response length, data seed, trainer mode, rollout) is the same. The rollout
-is the smoke config's ``hf``, or with ``--rollout vllm`` verl's own vLLM rollout on vLLM's CPU build (run it in
-``.venv-vllm``; the tiny model is then built at head size 64, which vLLM's CPU attention accepts). Each run
-logs ``timing_s/step`` per step through verl's file logger; the first step (warm-up) is dropped and
-the mean and median of the rest are compared. Two in-process micro-benchmarks explain the result:
-``__getitem__`` of both datasets, and one call of our ``compute_score`` against the trivial reward.
-
-This file is also the stock arm's ``reward.custom_reward_function.path``, so it imports nothing
-heavy at module level.
-"""
+"""Per-step overhead of rg-verl's dataset and reward against verl's stock pieces."""
 
 import argparse
 import json

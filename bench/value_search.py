@@ -1,26 +1,4 @@
-"""What value-guided search costs: ``value_beam`` against plain sampling of as many tokens, one backend.
-
-    python -m bench.value_search [--problems 8] [--beam-width 3] [--max-steps 4] [--step-tokens 16] [--rounds 3]
-
-One process, one tiny Qwen2 (``--hidden``, ``--layers``, built here) and a value model of it (a random
-head, so that values differ), both loaded once by the evaluator's search backend
-(:class:`rg_verl.evaluation.backends.search.ValueSearchBackend`), on ``--problems`` chain_sum items of the
-evaluation split:
-
-* ``value_beam``: the evaluator's step beam search, one answer per problem: each step one batched
-  ``generate`` call for every beam of every problem and one value forward for every candidate; the
-  continuations it generates and their tokens are counted;
-* sampling: the same backend's plain ``generate`` (the hf backend's) on the same problems, B² independent
-  samples per problem (as many as the search keeps expanding: B beams times B steps each), each with the
-  budget that makes their tokens the search's total: as many tokens, generated as long as the search's
-  answers are deep (steps × step length), without the search.
-
-The two alternate for ``--rounds`` rounds after a warm-up (which runs first alternates too); the median of
-the per-round time ratios is reported, with the lowest and highest. Both models read each prompt once per search
-(:class:`rg_verl.search.hf.PromptCache`); the search's extra work is the value forwards over each
-candidate's state, one ``generate`` call per step (each runs until its slowest row ends its step), and the
-re-read of each beam's state once per step. Goal: <= 1.3x.
-"""
+"""What value-guided search costs: ``value_beam`` against plain sampling of as many tokens, one backend."""
 
 from __future__ import annotations
 
