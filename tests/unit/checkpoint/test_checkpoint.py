@@ -27,7 +27,7 @@ from safetensors.torch import load_file, save_file
 
 from rg_verl import checkpoint as ckpt_mod
 from rg_verl.checkpoint import CheckpointError, OutputExistsError, convert_checkpoint, inspect_checkpoint
-from rg_verl.checkpoint import writing as ckpt_writing
+from rg_verl.checkpoint import convert as ckpt_convert
 from rg_verl.checkpoint.synthetic import (
     cpu_mesh,
     full_state,
@@ -450,15 +450,20 @@ def test_existing_output_needs_force(ckpts, tmp_path):
 
 
 @pytest.mark.parametrize("force", [False, True])
-def test_a_folder_that_appears_while_converting_is_replaced_only_with_force(tmp_path, force):
-    out = tmp_path / "hf"
+def test_a_folder_that_appears_while_converting_is_replaced_only_with_force(ckpts, tmp_path, monkeypatch, force):
+    out, real = tmp_path / "hf", ckpt_convert.write_model
+
+    def racing(*args):
+        files = real(*args)
+        out.mkdir()  # another process writes there meanwhile
+        (out / "keep.txt").write_text("old")
+        return files
+
+    monkeypatch.setattr(ckpt_convert, "write_model", racing)
     with contextlib.nullcontext() if force else pytest.raises(OutputExistsError, match="--force"):
-        with ckpt_writing.staging(out, force=force) as tmp:
-            (tmp / "model.safetensors").write_text("new")
-            out.mkdir()  # another process writes there meanwhile
-            (out / "keep.txt").write_text("old")
+        convert_checkpoint(actor(ckpts, "fsdp2_w1"), out, force=force, progress=False)
     assert [p.name for p in tmp_path.iterdir()] == ["hf"]  # no staging folder left, nothing moved aside
-    assert sorted(p.name for p in out.iterdir()) == (["model.safetensors"] if force else ["keep.txt"])
+    assert ("model.safetensors" in os.listdir(out)) if force else os.listdir(out) == ["keep.txt"]
 
 
 @pytest.mark.parametrize("existing", [False, True])
@@ -467,18 +472,18 @@ def test_interrupted_conversion_leaves_no_output(ckpts, tmp_path, monkeypatch, e
     if existing:
         out.mkdir()
         (out / "keep.txt").write_text("old")
-    real, calls = ckpt_writing._produce, []
+    real, calls = ckpt_convert.save_file, []
 
-    def failing(ckpt, output, *args):
-        calls.append(output.name)
-        if len(calls) == 5:  # mid-file: the header and four tensors are already written
+    def failing(tensors, path, metadata=None):
+        calls.append(path)
+        real(tensors, path, metadata=metadata)
+        if len(calls) == 2:  # two weight files written, more to come
             raise KeyboardInterrupt
-        yield from real(ckpt, output, *args)
 
-    monkeypatch.setattr(ckpt_writing, "_produce", failing)
+    monkeypatch.setattr(ckpt_convert, "save_file", failing)
     with pytest.raises(KeyboardInterrupt):
-        convert_checkpoint(actor(ckpts, "fsdp2_w2"), out, force=existing, progress=False)
-    assert len(calls) == 5
+        convert_checkpoint(actor(ckpts, "fsdp2_w2"), out, force=existing, max_shard_size="100KB", progress=False)
+    assert len(calls) == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == (["hf"] if existing else [])  # no temp folder either
     if existing:
         assert [p.name for p in out.iterdir()] == ["keep.txt"]
