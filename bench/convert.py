@@ -1,25 +1,14 @@
-"""rg-verl's FSDP -> Hugging Face converter against verl's model_merger, on a ~0.5B-parameter checkpoint.
+"""rg-verl's FSDP -> Hugging Face converter against verl's model_merger and the previous converter, ~0.5B parameters.
 
-    python bench/convert.py [--workdir DIR] [--keep] [--repeats 3]
+    python bench/convert.py [--workdir DIR] [--keep] [--repeats 5] [--previous REV]
 
-1. Builds a randomly initialised Qwen2 with Qwen2.5-0.5B's shapes (494M parameters, tied embeddings),
-   shards it with FSDP2 (``fully_shard`` per decoder layer and at the root, as verl does) over 2 gloo
-   ranks on the CPU and saves it through verl's ``FSDPCheckpointManager`` (model only), with
-   ``rg_verl.checkpoint.synthetic``. The checkpoint is reused from ``--workdir`` when it is already there.
-2. Times, side by side, each in a fresh process (so peak RSS is per arm) and after its imports:
-   ``copy``:  a plain copy of the model shard bytes (read + write + fsync): the disk limit;
-   ``ours``:  ``rg_verl.checkpoint.convert_checkpoint`` to bf16;
-   ``verl``:  ``verl.model_merger``'s ``FSDPModelMerger.merge_and_save`` (what ``python -m
-              verl.model_merger merge --backend fsdp`` runs; it always writes bf16);
-   ``torch.load``: the library route: ``torch.load(mmap=True, weights_only=True)`` of each shard file, the
-              full tensors joined from the DTensor placements, written with safetensors in
-              ``huggingface_hub``'s shards (:func:`arm_torch_load`);
-   ``ours-fp32``: ours at ``--dtype auto`` (fp32, lossless), for reference.
-3. Checks ours and verl's outputs hold the same tensors, bit for bit (and the library route's and ours), and prints
-   the ratios.
-
-All reads come from the page cache (the checkpoint was just written or read), so the numbers compare
-the converters' own work, not a cold disk.
+Saves a randomly initialised Qwen2 with Qwen2.5-0.5B's shapes (494M parameters, tied embeddings) as verl does
+(FSDP2 over 2 gloo ranks, ``FSDPCheckpointManager``), reused from ``--workdir``. Then runs, interleaved, each in a
+fresh process: ``copy`` (the shard bytes copied and fsync'd: the disk), ``ours`` (``convert_checkpoint`` to bf16),
+``verl`` (``FSDPModelMerger.merge_and_save``, always bf16) and ``previous`` (``convert_checkpoint`` of git
+revision ``--previous``, the hand-written reader and writer, from ``git archive``). Reports the median time,
+peak RSS (VmHWM) and peak anonymous memory (RssAnon sampled every 2 ms), and checks that ours, verl's and the
+previous outputs hold the same tensors, bit for bit. Reads come from the page cache.
 """
 
 from __future__ import annotations
@@ -27,7 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
+import statistics
 import shutil
 import subprocess
 import sys
@@ -117,10 +106,10 @@ def arm_copy(src: Path, dst: Path) -> None:
         os.close(fd)
 
 
-def arm_ours(src: Path, dst: Path, dtype: str = "bf16") -> None:
+def arm_ours(src: Path, dst: Path) -> None:
     from rg_verl.checkpoint import convert_checkpoint
 
-    convert_checkpoint(src, dst, dtype=dtype, progress=False)
+    convert_checkpoint(src, dst, dtype="bf16", progress=False)
 
 
 def arm_verl(src: Path, dst: Path) -> None:
@@ -128,180 +117,126 @@ def arm_verl(src: Path, dst: Path) -> None:
     from verl.model_merger.fsdp_model_merger import FSDPModelMerger
 
     config = ModelMergerConfig(
-        operation="merge",
-        backend="fsdp",
-        local_dir=str(src),
-        target_dir=str(dst),
+        operation="merge", backend="fsdp", local_dir=str(src), target_dir=str(dst),
         hf_model_config_path=str(src / "huggingface"),
-    )
+    )  # fmt: skip
     merger = FSDPModelMerger(config)
     merger.merge_and_save()
     merger.cleanup()
 
 
-def arm_torch_load(src: Path, dst: Path) -> None:
-    """The library route: each rank's shard file through ``torch.load(mmap=True, weights_only=True)`` (verl's DTensor
-    shards with their placements; no code runs), each full tensor joined from its shards along its ``Shard`` dim
-    and cast to bf16, written with safetensors in ``huggingface_hub``'s shards, one shard file at a time; the
-    config, generation config and tokenizer copied from the checkpoint's ``huggingface/`` folder."""
-    import re
-
-    import torch
-    from huggingface_hub import split_torch_state_dict_into_shards
-    from safetensors.torch import save_file
-    from torch.distributed.tensor import DTensor, Shard
-
-    files = sorted(src.glob("model_world_size_*_rank_*.pt"), key=lambda f: int(re.findall(r"\d+", f.stem)[-1]))
-    ranks = [torch.load(f, mmap=True, weights_only=True, map_location="cpu") for f in files]
-    config = json.loads((src / "huggingface" / "config.json").read_text())
-    names = [k for k in ranks[0] if not (config.get("tie_word_embeddings") and k == "lm_head.weight")]
-
-    def full(name: str) -> torch.Tensor:
-        first = ranks[0][name]
-        if not isinstance(first, DTensor):
-            return first.to(torch.bfloat16)
-        [placement] = first.placements
-        if not isinstance(placement, Shard):  # replicated: every rank holds it whole
-            return first.to_local().to(torch.bfloat16)
-        return torch.cat([rank[name].to_local().to(torch.bfloat16) for rank in ranks], dim=placement.dim)
-
-    shapes = {name: torch.empty(ranks[0][name].shape, dtype=torch.bfloat16, device="meta") for name in names}
-    split = split_torch_state_dict_into_shards(shapes, max_shard_size="5GB")
-    shutil.copytree(src / "huggingface", dst)
-    for filename, tensors in split.filename_to_tensors.items():
-        save_file({name: full(name) for name in tensors}, dst / filename, metadata={"format": "pt"})
-    if split.is_sharded:
-        index = {"metadata": split.metadata, "weight_map": split.tensor_to_filename}
-        (dst / "model.safetensors.index.json").write_text(json.dumps(index, indent=2))
-
-
-ARMS = {
+ARMS = {  # name -> (function, modules imported before the clock starts)
     "copy": (arm_copy, []),
-    "torch.load": (arm_torch_load, ["huggingface_hub", "safetensors.torch", "torch.distributed.tensor"]),
     "ours": (arm_ours, ["rg_verl.checkpoint", "transformers", "safetensors", "tqdm"]),
-    "ours-fp32": (lambda s, d: arm_ours(s, d, "auto"), ["rg_verl.checkpoint", "transformers", "safetensors", "tqdm"]),
+    "previous": (arm_ours, ["rg_verl.checkpoint", "transformers", "safetensors", "tqdm"]),
     "verl": (arm_verl, ["verl.model_merger.fsdp_model_merger", "transformers", "safetensors", "tqdm"]),
 }
 
 
-def peak_rss() -> int:
-    """This process's peak resident set, in bytes.
-
-    /proc's VmHWM, not getrusage: Linux carries ru_maxrss across exec, so a child's would start at the
-    parent's size.
-    """
+def _status(field: str) -> int:
+    """A field of /proc/self/status, in bytes."""
     for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) * 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return 0
 
 
 def child(arm: str, src: Path, dst: Path) -> None:
     import importlib
+    import threading
 
-    import torch  # noqa: F401 - every arm but copy needs it; import before timing for all
+    import torch  # noqa: F401 - every arm but copy needs it; imported before timing for all
 
     func, modules = ARMS[arm]
     for m in modules:
         importlib.import_module(m)
-    if arm == "ours" or arm == "ours-fp32":  # ours builds the config's model on the meta device: warm it too
-        import transformers  # noqa: F401
-    rss_before = peak_rss()
+    anon_before, peak = _status("RssAnon"), {"anon": 0}
+
+    def watch() -> None:  # the kernel keeps no peak of anonymous memory: sample it
+        while True:
+            peak["anon"] = max(peak["anon"], _status("RssAnon"))
+            time.sleep(0.002)
+
+    threading.Thread(target=watch, daemon=True).start()
     start = time.perf_counter()
     func(src, dst)
     seconds = time.perf_counter() - start
-    peak = peak_rss()
-    print(json.dumps({"seconds": seconds, "peak_rss": peak, "rss_after_imports": rss_before}))
+    peak["anon"] = max(peak["anon"], _status("RssAnon"))
+    print(json.dumps({"seconds": seconds, "peak_rss": _status("VmHWM"), "peak_anon": peak["anon"],
+                      "anon_after_imports": anon_before}))  # fmt: skip
 
 
-def run_arm(arm: str, src: Path, dst: Path) -> dict:
+def run_arm(arm: str, src: Path, dst: Path, pythonpath: Path) -> dict:
     shutil.rmtree(dst, ignore_errors=True)
     os.sync()  # each arm starts with no dirty pages left by the one before
-    start = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, __file__, "--arm", arm, str(src), str(dst)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-    )
-    wall = time.perf_counter() - start
+        capture_output=True, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(pythonpath)},
+    )  # fmt: skip
     if proc.returncode != 0:
         raise SystemExit(f"{arm} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
-    result["process_seconds"] = wall
-    result["bytes"] = sum(f.stat().st_size for f in dst.rglob("*") if f.is_file())
-    return result
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def same_tensors(a: Path, b: Path) -> bool:
-    import torch
-    from safetensors import safe_open
+    from safetensors.torch import load_file
 
-    def index(folder: Path) -> dict[str, Path]:
-        out = {}
-        for f in sorted(folder.glob("*.safetensors")):
-            with safe_open(f, "pt") as st:
-                out.update({k: f for k in st.keys()})
-        return out
-
-    ia, ib = index(a), index(b)
-    if set(ia) != set(ib):
-        only_ours, only_verl = sorted(set(ia) - set(ib))[:5], sorted(set(ib) - set(ia))[:5]
-        print(f"different tensor names: only ours {only_ours}, only verl {only_verl}")
-        return False
-    for key in sorted(ia):
-        with safe_open(ia[key], "pt") as fa, safe_open(ib[key], "pt") as fb:
-            ta, tb = fa.get_tensor(key), fb.get_tensor(key)
-            if ta.dtype != tb.dtype or not torch.equal(ta, tb):
-                print(f"{key} differs")
-                return False
-    return True
+    ta = {k: v for f in sorted(a.glob("*.safetensors")) for k, v in load_file(f).items()}
+    tb = {k: v for f in sorted(b.glob("*.safetensors")) for k, v in load_file(f).items()}
+    return set(ta) == set(tb) and all(ta[k].dtype == tb[k].dtype and ta[k].equal(tb[k]) for k in ta)
 
 
-def model_size(actor: Path) -> tuple[int, int]:
-    """Parameters and bytes of the checkpoint's model as stored (fp32), the tied lm_head counted once."""
-    from rg_verl.checkpoint import inspect_checkpoint
-    from rg_verl.checkpoint.assembly import Checkpoint
-
-    with Checkpoint(inspect_checkpoint(actor)) as ckpt:
-        unique = [s for s in ckpt.sources.values() if s.key != "lm_head.weight"]
-        return sum(s.numel for s in unique), sum(s.numel * s.dtype.itemsize for s in unique)
-
-
-def report(results: dict[str, dict], model_bytes: int, identical: bool, identical_library: bool) -> None:
-    """The table of arms, then the ratios against the goals."""
-    print(f"\n{'arm':<10} {'seconds':>8} {'process s':>10} {'peak RSS GB':>12} {'RSS/model':>10} {'written GB':>11}")
-    for arm, r in results.items():
-        print(
-            f"{arm:<10} {r['seconds']:8.2f} {r['process_seconds']:10.1f} {r['peak_rss'] / 1e9:12.2f} "
-            f"{r['peak_rss'] / model_bytes:10.2f} {r['bytes'] / 1e9:11.2f}"
-        )
-    ours, verl, copy = results["ours"], results["verl"], results["copy"]
+def report(runs: dict[str, list[dict]], model_bytes: int) -> dict[str, dict]:
+    """The table of arms (medians over the runs), then the ratios against the goals."""
+    med = {arm: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for arm, rs in runs.items()}
+    print(f"\n{'arm':<9} {'median s':>9} {'min-max s':>12} {'peak RSS GB':>12} {'peak anon GB':>13} {'anon/model':>11}")
+    for arm, m in med.items():
+        times = sorted(r["seconds"] for r in runs[arm])
+        print(f"{arm:<9} {m['seconds']:9.2f} {times[0]:5.2f}-{times[-1]:<6.2f} {m['peak_rss'] / 1e9:12.2f} "
+              f"{m['peak_anon'] / 1e9:13.2f} {m['peak_anon'] / model_bytes:11.2f}")  # fmt: skip
+    ours, verl, previous = med["ours"], med["verl"], med["previous"]
     print(
         f"\nours / verl time: {ours['seconds'] / verl['seconds']:.2f}x (goal <= 0.5)   "
-        f"ours / copy time: {ours['seconds'] / copy['seconds']:.2f}x (goal <= 1.5)   "
-        f"ours peak RSS / fp32 model bytes: {ours['peak_rss'] / model_bytes:.2f} (goal <= 1.3; "
-        f"{(ours['peak_rss'] - ours['rss_after_imports']) / 1e9:.2f} GB above the interpreter's "
-        f"{ours['rss_after_imports'] / 1e9:.2f} GB after imports)"
+        f"ours / previous peak anon: {ours['peak_anon'] / previous['peak_anon']:.2f}x (goal <= 1.15)   "
+        f"ours / previous peak RSS: {ours['peak_rss'] / previous['peak_rss']:.2f}x   "
+        f"ours / previous time: {ours['seconds'] / previous['seconds']:.2f}x   "
+        f"ours / copy time: {ours['seconds'] / med['copy']['seconds']:.2f}x\n"
+        f"anonymous memory after imports: ours {ours['anon_after_imports'] / 1e9:.2f} GB, "
+        f"previous {previous['anon_after_imports'] / 1e9:.2f} GB"
     )
-    print(
-        f"ours-fp32 / copy time: {results['ours-fp32']['seconds'] / copy['seconds']:.2f}x   "
-        f"bf16 outputs of ours and verl identical: {'yes' if identical else 'NO'}"
-    )
-    library = results["torch.load"]
-    print(
-        f"torch.load / ours time: {library['seconds'] / ours['seconds']:.2f}x   "
-        f"torch.load / ours peak RSS: {library['peak_rss'] / ours['peak_rss']:.2f}x "
-        f"({(library['peak_rss'] - library['rss_after_imports']) / 1e9:.2f} GB above its imports)   "
-        f"bf16 outputs of torch.load and ours identical: {'yes' if identical_library else 'NO'}"
-    )
+    return med
+
+
+def previous_tree(workdir: Path, rev: str) -> Path:
+    """``rg_verl/`` at git revision ``rev``, extracted once under ``workdir``; ``rev`` may be a folder holding it."""
+    if (Path(rev) / "rg_verl").is_dir():
+        return Path(rev)
+    sha = subprocess.run(["git", "-C", str(REPO), "rev-parse", rev], capture_output=True, text=True, check=True)
+    tree = workdir / f"previous-{sha.stdout.strip()[:12]}"
+    if not (tree / "rg_verl").is_dir():
+        tree.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "rg_verl"], capture_output=True, check=True)
+        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+    return tree
+
+
+def model_bytes(actor: Path) -> tuple[int, int]:
+    """Parameters and bytes of the checkpoint's model as stored (fp32), the tied lm_head counted once."""
+    import math
+
+    from rg_verl.checkpoint.shards import inspect_checkpoint, load_state, sources
+
+    files = inspect_checkpoint(actor).model_files
+    unique = [s for s in sources(files, [load_state(f) for f in files]).values() if s.key != "lm_head.weight"]
+    return sum(math.prod(s.shape) for s in unique), sum(math.prod(s.shape) * s.dtype.itemsize for s in unique)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "rg_verl_bench_convert")
     parser.add_argument("--keep", action="store_true", help="keep the converted outputs")
-    parser.add_argument("--repeats", type=int, default=3, help="runs per arm, interleaved; the fastest counts")
+    parser.add_argument("--repeats", type=int, default=5, help="runs per arm, interleaved; the median counts")
+    parser.add_argument("--previous", default="a182740", help="git revision of the previous converter")
     parser.add_argument("--arm", choices=list(ARMS), help=argparse.SUPPRESS)
     parser.add_argument("paths", nargs="*", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -311,29 +246,25 @@ def main() -> None:
 
     args.workdir.mkdir(parents=True, exist_ok=True)
     actor = make_checkpoint(args.workdir)
-    shard_bytes = sum(f.stat().st_size for f in actor.glob("model_world_size_*_rank_*.pt"))
+    paths = {arm: REPO for arm in ARMS} | {"previous": previous_tree(args.workdir, args.previous)}
     import torch
 
-    n_params, model_bytes = model_size(actor)
+    n_params, nbytes = model_bytes(actor)
     print(
-        f"checkpoint: {n_params / 1e6:.0f}M parameters, fp32 model {model_bytes / 1e9:.2f} GB, "
-        f"shard files {shard_bytes / 1e9:.2f} GB, {WORLD_SIZE} ranks; {os.cpu_count()} CPUs, torch {torch.__version__}"
+        f"checkpoint: {n_params / 1e6:.0f}M parameters, fp32 model {nbytes / 1e9:.2f} GB, {WORLD_SIZE} ranks; "
+        f"{os.cpu_count()} CPUs, torch {torch.__version__}; load average {os.getloadavg()[0]:.1f}"
     )
-
-    print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-    results: dict[str, dict] = {}
+    runs: dict[str, list[dict]] = {arm: [] for arm in ARMS}
     for _ in range(args.repeats):
-        for arm in ("copy", "ours", "verl", "torch.load", "ours-fp32"):
-            r = run_arm(arm, actor, args.workdir / f"out-{arm}")
-            if arm not in results or r["seconds"] < results[arm]["seconds"]:
-                results[arm] = r
-    print(f"load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-    report(
-        results, model_bytes, same_tensors(args.workdir / "out-ours", args.workdir / "out-verl"),
-        same_tensors(args.workdir / "out-torch.load", args.workdir / "out-ours"),
-    )  # fmt: skip
+        for arm in ARMS:
+            runs[arm].append(run_arm(arm, actor, args.workdir / f"out-{arm}", paths[arm]))
+    print(f"load average after: {os.getloadavg()[0]:.1f}")
+    report(runs, nbytes)
+    out = args.workdir
+    print(f"bf16 outputs identical, bit for bit: ours and verl {same_tensors(out / 'out-ours', out / 'out-verl')}, "
+          f"ours and previous {same_tensors(out / 'out-ours', out / 'out-previous')}")  # fmt: skip
     if not args.keep:
-        for arm in results:
+        for arm in ARMS:
             shutil.rmtree(args.workdir / f"out-{arm}", ignore_errors=True)
 
 

@@ -24,49 +24,27 @@ DESCRIPTION = "Convert a verl FSDP checkpoint into a Hugging Face model folder (
 
 def parse_args(argv: Sequence[str] | None = None, prog: str | None = None) -> argparse.Namespace:
     """The converter's arguments (``argv`` defaults to ``sys.argv[1:]``)."""
-    parser = argparse.ArgumentParser(
-        prog=prog,
-        description=DESCRIPTION,
-        epilog=__doc__.partition("\n\n")[2],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("checkpoint", type=Path, help="the actor folder: <ckpt>/global_step_N/actor")
-    parser.add_argument("out_dir", type=Path, help="output folder (or its parent when a name is given)")
-    parser.add_argument("name", nargs="?", help="model folder name inside out_dir")
-    parser.add_argument(
-        "--dtype",
-        choices=list(DTYPES),
-        default="auto",
-        help="weights dtype; auto (default) keeps the dtype training stored them in",
-    )
-    parser.add_argument(
-        "--max-shard-size",
-        default=DEFAULT_MAX_SHARD_SIZE,
-        help=f"split the weights into files of at most this size, with an index (default {DEFAULT_MAX_SHARD_SIZE})",
-    )
-    parser.add_argument("--force", action="store_true", help="replace the output folder if it exists")
-    parser.add_argument(
-        "--verify", action="store_true", help="re-read the output and check every tensor against the shards"
-    )
+    parser = argparse.ArgumentParser(prog=prog, description=DESCRIPTION, epilog=__doc__.partition("\n\n")[2],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    add = parser.add_argument
+    add("checkpoint", type=Path, help="the actor folder: <ckpt>/global_step_N/actor")
+    add("out_dir", type=Path, help="output folder (or its parent when a name is given)")
+    add("name", nargs="?", help="model folder name inside out_dir")
+    add("--dtype", choices=list(DTYPES), default="auto", help="weights dtype; auto (default) keeps the stored one")
+    add("--max-shard-size", default=DEFAULT_MAX_SHARD_SIZE,
+        help=f"split the weights into files of at most this size, with an index (default {DEFAULT_MAX_SHARD_SIZE})")
+    add("--force", action="store_true", help="replace the output folder if it exists")
+    add("--verify", action="store_true", help="re-read the output and check every tensor against the shards")
     lora = parser.add_mutually_exclusive_group()
-    lora.add_argument(
-        "--merge-lora",
-        dest="merge_lora",
-        action="store_true",
-        default=True,
-        help="merge LoRA into the weights (default)",
-    )
-    lora.add_argument(
-        "--keep-lora",
-        dest="merge_lora",
-        action="store_false",
-        help="write the base model plus a PEFT adapter in lora_adapter/",
-    )
-    parser.add_argument("--lora-alpha", type=float, help="LoRA alpha, for checkpoints without lora_train_meta.json")
-    parser.add_argument("--hf-dir", type=Path, help="config and tokenizer folder (default <checkpoint>/huggingface)")
-    parser.add_argument("--trust-remote-code", action="store_true", help="allow the config's custom model code")
-    parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
-    return parser.parse_args(argv)
+    lora.add_argument("--merge-lora", dest="merge_lora", action="store_true", default=True,
+                      help="merge LoRA into the weights (default)")
+    lora.add_argument("--keep-lora", dest="merge_lora", action="store_false",
+                      help="write the base model plus a PEFT adapter in lora_adapter/")
+    add("--lora-alpha", type=float, help="LoRA alpha, for checkpoints without lora_train_meta.json")
+    add("--hf-dir", type=Path, help="config and tokenizer folder (default <checkpoint>/huggingface)")
+    add("--trust-remote-code", action="store_true", help="allow the config's custom model code")
+    add("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    return parser.parse_args(argv)  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
@@ -80,19 +58,9 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         else:
             out = args.out_dir / args.name
     try:
-        result = convert_checkpoint(
-            args.checkpoint,
-            out,
-            dtype=args.dtype,
-            max_shard_size=args.max_shard_size,
-            force=args.force,
-            verify=args.verify,
-            merge_lora=args.merge_lora,
-            hf_dir=hf_dir,
-            lora_alpha=args.lora_alpha,
-            trust_remote_code=args.trust_remote_code,
-            progress=args.progress,
-        )
+        options = ("dtype", "max_shard_size", "force", "verify", "merge_lora", "lora_alpha", "trust_remote_code")
+        result = convert_checkpoint(args.checkpoint, out, hf_dir=hf_dir, progress=args.progress,
+                                    **{k: getattr(args, k) for k in options})  # fmt: skip
     except CheckpointError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

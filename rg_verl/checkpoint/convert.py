@@ -1,4 +1,4 @@
-"""The conversion: :func:`convert_checkpoint` (plan, streamed safetensors files, publish) and :func:`verify_conversion`."""
+"""The conversion: :func:`convert_checkpoint` (plan, streamed safetensors files, publish), :func:`verify_conversion`."""
 
 from __future__ import annotations
 
@@ -29,11 +29,12 @@ from .shards import (
 )  # fmt: skip
 
 logger = logging.getLogger(__name__)
-DTYPES: dict[str, torch.dtype | None] = {"auto": None, "bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+DTYPES: dict[str, torch.dtype | None] = {"auto": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+DTYPES["fp32"] = torch.float32
 DEFAULT_MAX_SHARD_SIZE = "5GB"
 ADAPTER_DIR = "lora_adapter"  # where verl's model_merger writes adapters too
 _WEIGHT_FILE = re.compile(r"\.(safetensors|bin|pt|pth|ckpt)(\.index\.json)?$")
-_LORA = re.compile(r"^(?P<module>.+)\.(?P<kind>lora_A|lora_B|lora_embedding_A|lora_embedding_B)\.(?P<adapter>[^.]+)(\.weight)?$")
+_LORA = re.compile(r"^(?P<module>.+)\.lora_(?P<kind>A|B|embedding_A|embedding_B)\.(?P<adapter>[^.]+)(\.weight)?$")
 _FLOATS = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
 _EMBEDDINGS = ("embed_tokens.weight", "wte.weight", "word_embeddings.weight", "embed_in.weight", "shared.weight")
 
@@ -94,7 +95,7 @@ def make_plan(info: CheckpointInfo, srcs: dict[str, Source], hf_dir: Path | None
     for key, src in srcs.items():
         name = key.removeprefix(PEFT_PREFIX) if peft else key
         if m := _LORA.match(name):
-            factors.setdefault(m["module"], {})[m["kind"].removeprefix("lora_")] = src
+            factors.setdefault(m["module"], {})[m["kind"]] = src
             adapters.add(m["adapter"])
         elif "lora_magnitude_vector" in name or re.search(r"\.lora_[A-Za-z_]+\.", name + "."):
             raise CheckpointError(f"{key}: unsupported LoRA tensor (DoRA, LoRA bias or another variant)")
@@ -115,7 +116,7 @@ def make_plan(info: CheckpointInfo, srcs: dict[str, Source], hf_dir: Path | None
         )
     alpha = lora_alpha if lora_alpha is not None else meta.get("lora_alpha")
     if factors and alpha is None:
-        raise CheckpointError(f"{info.actor_dir}: LoRA weights but no lora_alpha (no lora_train_meta.json); pass lora_alpha")
+        raise CheckpointError(f"{info.actor_dir}: LoRA weights but no lora_train_meta.json; pass lora_alpha")
     adapter, ranks = {}, {}
     for module, parts in sorted(factors.items()):
         emb = "embedding_A" in parts
@@ -149,8 +150,8 @@ def _adapter_config(ranks: dict[str, int], alpha: float, task_type: str | None, 
 
     rank, targets = max(ranks.values()), sorted({m.rsplit(".", 1)[-1] for m in ranks})
     cfg = peft.LoraConfig(r=rank, lora_alpha=alpha, target_modules=targets, task_type=task_type or "CAUSAL_LM")
-    out = {k: v.value if hasattr(v, "value") else sorted(v) if isinstance(v, set) else v for k, v in cfg.to_dict().items()}
-    out.update(target_modules=targets, base_model_name_or_path=out.get("base_model_name_or_path") or config.get("_name_or_path"))
+    out = {k: sorted(v) if isinstance(v, set) else getattr(v, "value", v) for k, v in cfg.to_dict().items()}
+    out["base_model_name_or_path"] = out.get("base_model_name_or_path") or config.get("_name_or_path")
     if pattern := {m: r for m, r in ranks.items() if r != rank}:
         out["rank_pattern"] = pattern
     return out
@@ -182,6 +183,10 @@ def materialize(states: list[dict[str, Any]], out: Output) -> torch.Tensor:
     return assemble(states, out.src).float().add_(delta.T if emb else delta, alpha=scale).to(out.dtype).contiguous()
 
 
+def _bar(plan: Plan, desc: str, progress: bool) -> tqdm:
+    return tqdm(total=len(plan.outputs) + len(plan.adapter), desc=desc, unit="tensor", disable=not progress)
+
+
 def _save(plan: Plan, path: Path, outputs: dict[str, Output], bar: tqdm) -> None:
     """One safetensors file, its shards mapped afresh, so that the pages of the files before are let go."""
     states = [load_state(p) for p in plan.info.model_files]
@@ -197,10 +202,11 @@ def _save(plan: Plan, path: Path, outputs: dict[str, Output], bar: tqdm) -> None
 
 
 def write_model(plan: Plan, folder: Path, max_bytes: int, progress: bool) -> list[str]:
-    """The planned weights as ``save_pretrained`` writes them (files of at most ``max_bytes``, an index), and config."""
+    """The planned weights as ``save_pretrained`` writes them (files up to ``max_bytes``, an index), and config."""
     meta = {n: torch.empty(o.shape, dtype=o.dtype, device="meta") for n, o in plan.outputs.items()}
-    split = split_torch_state_dict_into_shards(meta, filename_pattern="model{suffix}.safetensors", max_shard_size=max_bytes)
-    with tqdm(total=len(plan.outputs) + len(plan.adapter), desc="Converting", unit="tensor", disable=not progress) as bar:
+    split = split_torch_state_dict_into_shards(meta, filename_pattern="model{suffix}.safetensors",
+                                               max_shard_size=max_bytes)  # fmt: skip
+    with _bar(plan, "Converting", progress) as bar:
         for filename, names in split.filename_to_tensors.items():
             _save(plan, folder / filename, {n: plan.outputs[n] for n in names}, bar)
         if plan.adapter:
@@ -288,7 +294,7 @@ def _verify_tensor(plan: Plan, states: list[dict[str, Any]], out: Output, writte
 
 
 def verify_files(plan: Plan, folder: Path, progress: bool) -> None:
-    """Re-read the written files and check every rank's every piece against them, bit for bit; shards' CRCs too."""
+    """Check the shards' CRCs, then every rank's every piece against the written files, bit for bit."""
     for path in plan.info.model_files:
         try:
             with zipfile.ZipFile(path) as z:
@@ -300,7 +306,7 @@ def verify_files(plan: Plan, folder: Path, progress: bool) -> None:
     states = [load_state(p) for p in plan.info.model_files]
     groups = [(sorted(folder.glob("*.safetensors")), plan.outputs)]
     groups += [([folder / ADAPTER_DIR / "adapter_model.safetensors"], plan.adapter)] if plan.adapter else []
-    with tqdm(total=len(plan.outputs) + len(plan.adapter), desc="Verifying", unit="tensor", disable=not progress) as bar:
+    with _bar(plan, "Verifying", progress) as bar:
         for paths, expected in groups:
             seen = set()
             for path in paths:
@@ -383,7 +389,7 @@ def convert_checkpoint(checkpoint_dir: str | os.PathLike, out_dir: str | os.Path
                 check_against_config(plan, trust_remote_code)
                 verify_files(plan, tmp, progress)
     except PublishError as err:
-        raise OutputExistsError(f"{err}{'; pass force=True (CLI: --force) to replace it' if not force else ''}") from err
+        raise OutputExistsError(f"{err}{'' if force else '; pass force=True (CLI: --force) to replace it'}") from err
     everything = [*plan.outputs.values(), *plan.adapter.values()]
     return ConversionResult(
         out, plan.info.world_size, plan.info.fsdp_version, len(everything),
@@ -395,7 +401,7 @@ def convert_checkpoint(checkpoint_dir: str | os.PathLike, out_dir: str | os.Path
 def verify_conversion(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike, *,
                       hf_dir: str | os.PathLike | None = None, lora_alpha: float | None = None,
                       trust_remote_code: bool = False, progress: bool = False) -> None:  # fmt: skip
-    """Check a converted folder against the checkpoint, every tensor bit for bit; a :class:`CheckpointError` if not.
+    """Check a converted folder against the checkpoint, every tensor bit for bit (:class:`CheckpointError` if not).
 
     The dtype is read from the output; LoRA counts as merged unless ``out_dir/lora_adapter`` exists.
     """

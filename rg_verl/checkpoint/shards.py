@@ -68,7 +68,7 @@ def inspect_checkpoint(actor_dir: str | Path) -> CheckpointInfo:
         several = f"model shards for several world sizes {sorted(found)} and no fsdp_config.json to choose"
         raise CheckpointError(f"{actor}: {several if found else 'no model_world_size_*_rank_*.pt files' + hint}")
     if world is not None and found and world not in found:
-        raise CheckpointError(f"{config_path} says world_size={world} but the shards are for world size {sorted(found)}")
+        raise CheckpointError(f"{config_path} says world_size={world} but the shards are for {sorted(found)}")
     world = world if world is not None else next(iter(found))
     files = [actor / f"model_world_size_{world}_rank_{r}.pt" for r in range(world)]
     if missing := [str(p) for r, p in enumerate(files) if r not in found.get(world, set())]:
@@ -101,12 +101,13 @@ class _ShardedTensor(torch.Tensor):
         raise NotImplementedError(f"{func} on a stand-in ShardedTensor")
 
 
-_ST = "torch.distributed._shard."
-_FSDP1_GLOBALS = [(_ShardedTensor, f"{_ST}sharded_tensor.api.ShardedTensor"), (lambda obj, name: _Record, "builtins.getattr")]
+_ST = "torch.distributed._shard."  # names as the pickles spell them; nothing is imported from there
+_FSDP1_GLOBALS = [(_ShardedTensor, f"{_ST}sharded_tensor.api.ShardedTensor"), (lambda *_: _Record, "builtins.getattr")]
 _FSDP1_GLOBALS += [(_Record, name) for name in (
-    f"{_ST}sharded_tensor.shard.Shard", f"{_ST}metadata.ShardMetadata", f"{_ST}sharded_tensor.metadata.TensorProperties",
-    f"{_ST}sharded_tensor.metadata.ShardedTensorMetadata", f"{_ST}sharded_tensor.metadata.MEM_FORMAT_ENCODING",
-    f"{_ST}sharding_spec.chunk_sharding_spec.ChunkShardingSpec", "torch.distributed.remote_device._remote_device",
+    f"{_ST}sharded_tensor.shard.Shard", f"{_ST}metadata.ShardMetadata",
+    f"{_ST}sharded_tensor.metadata.TensorProperties",
+    "torch.distributed.remote_device._remote_device", f"{_ST}sharded_tensor.metadata.MEM_FORMAT_ENCODING",
+    f"{_ST}sharded_tensor.metadata.ShardedTensorMetadata", f"{_ST}sharding_spec.chunk_sharding_spec.ChunkShardingSpec",
 )]  # fmt: skip
 
 
