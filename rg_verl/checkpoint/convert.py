@@ -236,8 +236,10 @@ def check_against_config(plan: Plan, trust_remote_code: bool) -> None:
         import transformers
 
         config = transformers.AutoConfig.from_pretrained(plan.hf_dir, trust_remote_code=trust_remote_code)
+        arch = getattr(transformers, (getattr(config, "architectures", None) or [""])[0], None)  # e.g. a critic's
         with torch.device("meta"):
-            model = transformers.AutoModelForCausalLM.from_config(config, trust_remote_code=trust_remote_code)
+            auto = transformers.AutoModelForCausalLM
+            model = arch(config) if arch else auto.from_config(config, trust_remote_code=trust_remote_code)
     except Exception as err:  # noqa: BLE001 - an extra check: an architecture transformers cannot build skips it
         logger.warning("transformers could not build the config's model (%s); names and shapes not checked", err)
         return

@@ -1,21 +1,9 @@
-"""Real verl FSDP checkpoints, written over gloo on the CPU: for tests and benchmarks.
+"""Real verl FSDP checkpoints, written over gloo on the CPU, for tests and benchmarks.
 
-A checkpoint made here is what training writes: the model is sharded as verl shards it
-(:func:`shard_like_verl`) and saved by verl's own ``FSDPCheckpointManager`` (:func:`save_checkpoint`).
-The functions run in the worker processes of ``torch.multiprocessing.spawn``, inside :func:`gloo_group`::
-
-    def worker(rank: int, actor: str, model_dir: str) -> None:
-        quiet_worker()
-        with gloo_group(f"{actor}.init", rank, world_size=2):
-            model = shard_like_verl(AutoModelForCausalLM.from_pretrained(model_dir), cpu_mesh(2))
-            save_checkpoint(model, actor, AutoTokenizer.from_pretrained(model_dir))
-
-    torch.multiprocessing.spawn(worker, args=(actor, model_dir), nprocs=2, join=True)
-
-Used by ``tests/unit/checkpoint`` (many layouts, each with references to compare with), by
-``tests/e2e/test_smoke_run.py`` (the trained actor as verl restores it) and by
-``bench/convert.py``. Not imported by :mod:`rg_verl.checkpoint`: the converter itself needs neither verl
-nor a process group.
+Each function runs in the worker processes of ``torch.multiprocessing.spawn``, inside :func:`gloo_group`: the
+model sharded as verl shards it (:func:`shard_like_verl`), saved by verl's ``FSDPCheckpointManager``
+(:func:`save_checkpoint`). Used by ``tests/unit/checkpoint``, ``tests/e2e/test_smoke_run.py`` and
+``bench/convert.py``; not imported by :mod:`rg_verl.checkpoint`, which needs neither verl nor a process group.
 """
 
 from __future__ import annotations
