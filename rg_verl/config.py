@@ -9,7 +9,6 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from rg_verl import guards
-from rg_verl.common.names import MOVED_MODULES
 from rg_verl.common.models import ContextLength, check_model_path, context_length
 from rg_verl.common.schema import ConfigError, check_module_path, parse_section, plain
 from rg_verl.cpu.tiny_model import TinyModelConfig
@@ -65,7 +64,7 @@ def validate(config: DictConfig) -> ReasoningGymConfig:
     if OmegaConf.select(config, "trainer.use_v1", default=True) is False:
         raise ConfigError("trainer.use_v1: False; rg-verl runs on verl's V1 trainer, remove trainer.use_v1=False")
     for key in PLUGIN_PATHS:
-        check_module_path(key, OmegaConf.select(config, key, default=None), "rg_verl", MOVED_MODULES)
+        check_module_path(key, OmegaConf.select(config, key, default=None), "rg_verl")
     settings = ReasoningGymConfig.from_section(config.get("reasoning_gym"))
     workers = OmegaConf.select(config, "data.dataloader_num_workers", default=0)
     if (settings.curriculum.enabled or settings.adaptive_weights.enabled) and workers:

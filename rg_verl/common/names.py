@@ -120,34 +120,3 @@ def chat_messages(system: str | None, question: str, system_role: str = "system"
 # ---- model weights
 # the prefix PEFT gives every module name of a wrapped model (its state dict and its adapter)
 PEFT_PREFIX = "base_model.model."
-
-# ---- module paths
-
-# rg-verl modules that moved when the package was regrouped by concern, old -> new
-MOVED_MODULES = {
-    "rg_verl.dataset": "rg_verl.data.dataset",
-    "rg_verl.math_data": "rg_verl.data.files",
-    "rg_verl.curriculum": "rg_verl.data.curriculum",
-    "rg_verl.reward_terms": "rg_verl.reward.terms",
-    "rg_verl.math_answer": "rg_verl.reward.math_verify",
-    "rg_verl.expression_guard": "rg_verl.reward.sympy_guard",
-    "rg_verl.bounded": "rg_verl.reward.time_limit",
-    "rg_verl.launch": "rg_verl.grpo.launch",
-    "rg_verl.train_cli": "rg_verl.grpo.cli",
-    "rg_verl.trainer": "rg_verl.grpo.trainer",
-    "rg_verl.categories": "rg_verl.grpo.metrics",
-    "rg_verl.plots": "rg_verl.grpo.reward_curve",
-    "rg_verl.tiny": "rg_verl.cpu.tiny_model",
-    "rg_verl.demo": "rg_verl.evaluation.demo",
-    "rg_verl.atomic": "rg_verl.common.atomic",
-    "rg_verl.chat_template": "rg_verl.common.chat_template",
-    "rg_verl.final_answer": "rg_verl.common.final_answer",
-    "rg_verl.generation": "rg_verl.common.hf_generate",
-    "rg_verl.schema": "rg_verl.common.schema",
-    "rg_verl.vocab": "rg_verl.common.names",
-    "rg_verl.tiny_model": "rg_verl.cpu.tiny_model",
-    "rg_verl.warm_start": "rg_verl.cpu.warm_start",
-    "rg_verl.migrate_reference": "rg_verl.migrate.reference",
-    "rg_verl.migrate_tree": "rg_verl.migrate.tree",
-    "rg_verl.migrate_verl": "rg_verl.migrate.verl_layout",
-}

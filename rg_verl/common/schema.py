@@ -281,20 +281,17 @@ def _module_of(path: Any, package: str) -> str | None:
     return module if module.split(".")[0] == package else None
 
 
-def check_module_path(where: str, path: Any, package: str, moved: Mapping[str, str] | None = None) -> None:
-    """A field that names a module of ``package`` (``pkg://a.b`` or ``.../a/b.py``) must exist; ``moved`` names renames.
+def check_module_path(where: str, path: Any, package: str) -> None:
+    """A field that names a module of ``package`` (``pkg://a.b`` or ``.../a/b.py``) must exist.
 
-    >>> check_module_path("custom_cls.path", "pkg://rg_verl.tiny", "rg_verl", {"rg_verl.tiny": "rg_verl.cpu"})
+    >>> check_module_path("custom_cls.path", "pkg://rg_verl.tiny", "rg_verl")
     Traceback (most recent call last):
     ...
-    rg_verl.common.schema.ConfigError: custom_cls.path: 'pkg://rg_verl.tiny' moved to 'pkg://rg_verl.cpu'; set ...
+    rg_verl.common.schema.ConfigError: custom_cls.path: 'pkg://rg_verl.tiny' names no module of rg_verl; fix the path
     """
     module = _module_of(path, package)
     if module is None:
         return
-    if moved and module in moved:
-        new = f"pkg://{moved[module]}"
-        raise ConfigError(f"{where}: {path!r} moved to {new!r}; set {where}={new}")
     try:
         found = importlib.util.find_spec(module) is not None
     except ModuleNotFoundError:  # a parent package is missing

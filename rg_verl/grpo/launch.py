@@ -30,7 +30,7 @@ import sys
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from rg_verl import guards
-from rg_verl.common.names import MOVED_MODULES, SPLIT_URI, SPLITS
+from rg_verl.common.names import SPLIT_URI, SPLITS
 from rg_verl.common.schema import ConfigError
 from rg_verl.config import tiny_model_config, validate
 from rg_verl.cpu.settings import PLATFORM_MODULE, apply_cpu_settings, cpu_env
@@ -84,16 +84,8 @@ def process_env(config: DictConfig) -> dict[str, str]:
 
 
 def inherited_modules() -> list[str]:
-    """The modules this environment's ``VERL_USE_EXTERNAL_MODULES`` already names; one of ours that moved
-    in the regroup would fail to import in every Ray worker, so it is a :class:`ConfigError` here."""
-    inherited = [m.strip() for m in os.environ.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m.strip()]
-    for module in inherited:
-        if module in MOVED_MODULES:
-            raise ConfigError(
-                f"VERL_USE_EXTERNAL_MODULES: {module!r} moved to {MOVED_MODULES[module]!r}; "
-                "remove it (rg-verl adds the modules a run needs) or use the new name"
-            )
-    return inherited
+    """The modules this environment's ``VERL_USE_EXTERNAL_MODULES`` already names."""
+    return [m.strip() for m in os.environ.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m.strip()]
 
 
 def apply_device_settings(config: DictConfig) -> None:

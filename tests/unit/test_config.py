@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from rg_verl.common.names import MOVED_MODULES, TERM_NAMES
+from rg_verl.common.names import TERM_NAMES
 from rg_verl.common.models import check_model_path
 from rg_verl.common.schema import ConfigError
 from rg_verl.config import tiny_model_config, validate
@@ -202,29 +202,6 @@ def test_the_v1_trainer_is_required_before_anything_is_built(tmp_path):
     config.trainer.use_v1 = True
     config.actor_rollout_ref.model.path = str(tmp_path)
     assert list(validate(config).datasets) == ["chain_sum"]
-
-
-@pytest.mark.parametrize(
-    "key, path, new",
-    [
-        ("data.custom_cls.path", "pkg://rg_verl.dataset", "pkg://rg_verl.data.dataset"),
-        ("reward.custom_reward_function.path", "pkg://rg_verl.math_answer", "pkg://rg_verl.reward.math_verify"),
-        ("data.custom_cls.path", "/opt/rg-verl/rg_verl/dataset.py", "pkg://rg_verl.data.dataset"),
-    ]
-    + [("data.custom_cls.path", f"pkg://{old}", f"pkg://{new}") for old, new in sorted(MOVED_MODULES.items())],
-)
-def test_a_module_path_that_moved_names_its_new_path(tmp_path, key, path, new):
-    config = composed_minimal(tmp_path)
-    OmegaConf.update(config, key, path, force_add=True)
-    with pytest.raises(ConfigError, match=rf"^{re.escape(key)}: '{re.escape(path)}' moved to '{re.escape(new)}'"):
-        validate(config)
-    OmegaConf.update(config, key, new)
-    validate(config)
-
-
-def test_every_new_module_path_exists():
-    for new in set(MOVED_MODULES.values()):
-        assert importlib.util.find_spec(new) is not None, new
 
 
 def test_module_paths_of_our_package_must_exist_and_others_are_left_to_verl(tmp_path):

@@ -294,8 +294,6 @@ def test_check_module_path_accepts_modules_that_exist():
     [
         ("pkg://rg_verl.nope", r"^f\.path: 'pkg://rg_verl\.nope' names no module of rg_verl; fix the path$"),
         ("pkg://rg_verl.nope.deeper", r"names no module of rg_verl"),  # its parent package is missing
-        ("pkg://rg_verl.old", r"^f\.path: 'pkg://rg_verl\.old' moved to 'pkg://rg_verl\.common\.names'; set f\.path=pkg://"),
-        (str(REPO / "rg_verl" / "old.py"), r"moved to 'pkg://rg_verl\.common\.names'"),
         # the file of a module that became a package: the library would load a missing file
         (
             str(REPO / "rg_verl" / "reward.py"),
@@ -306,7 +304,7 @@ def test_check_module_path_accepts_modules_that_exist():
 )
 def test_check_module_path_names_the_fix(path, message):
     with pytest.raises(ConfigError, match=message):
-        check_module_path("f.path", path, "rg_verl", moved={"rg_verl.old": "rg_verl.common.names"})
+        check_module_path("f.path", path, "rg_verl")
 
 
 @given(st.one_of(st.floats(allow_nan=True), st.integers(), st.booleans(), st.text(), st.none()))
