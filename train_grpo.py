@@ -11,23 +11,12 @@ An experiment on one node with 4 GPUs and vLLM:
         trainer.project_name=rg-verl trainer.experiment_name=algorithmic
 
 Any verl key can be overridden as ``key=value``, exactly as with ``verl.trainer.main_ppo``.
-``rg-verl train`` (installed with the package) runs the same task.
+``rg-verl train`` (installed with the package) runs the same command.
 """
 
 import sys
 
-import hydra
-from omegaconf import DictConfig
-
-from rg_verl.grpo import cli
-from rg_verl.grpo.launch import main_task
-
-
-@hydra.main(config_path="configs/smoke", config_name="cpu", version_base=None)
-def main(config: DictConfig) -> None:
-    main_task(config)
-
+from rg_verl.grpo.cli import main
 
 if __name__ == "__main__":
-    cli.refuse_before_hydra(sys.argv[1:])  # a YAML syntax error in one line; a reference config names its converter
-    main()
+    sys.exit(main(prog="train_grpo.py"))

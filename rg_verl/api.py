@@ -22,23 +22,23 @@ __all__ = ["compose", "convert", "evaluate", "train"]
 
 
 def compose(config_name: str = "cpu", config_path: str | None = None, overrides: Sequence[str] = ()) -> Any:
-    """The config :func:`train` runs: Hydra's composition of ``config_path/config_name`` with ``overrides``.
+    """The config :func:`train` runs, composed as the train command composes it
+    (:func:`rg_verl.grpo.cli.compose_config`).
 
     ``config_path`` is found as the commands find it (the working directory, then the repository root; default
     ``configs/smoke``); a ``pkg://`` path names a package.
     """
     # deliberately lazy, as every import of this module: `import rg_verl` loads no library
-    from rg_verl.common.compose import compose as compose_config
     from rg_verl.common.compose import resolve_config_dir
-    from rg_verl.grpo.cli import JOB_NAME
+    from rg_verl.grpo.cli import compose_config
 
-    return compose_config(resolve_config_dir(config_path), config_name, overrides, job_name=JOB_NAME)
+    return compose_config(resolve_config_dir(config_path), config_name, overrides)
 
 
 def train(config_name: str = "cpu", config_path: str | None = None, overrides: Sequence[str] = ()) -> None:
     """GRPO through verl on the composed config (:func:`compose`), as ``train_grpo.py`` runs it.
 
-    ``+dry_run=true`` among the overrides checks the config and prints sample items without training.
+    ``+dry_run=true`` among the overrides runs every check before Ray and prints sample items without training.
 
     Raises:
         rg_verl.common.schema.ConfigError: before Ray starts, on a config our checks refuse.

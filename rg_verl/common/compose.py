@@ -8,8 +8,8 @@ path is a package's config folder (``pkg://rg_verl.conf``).
 
 A YAML file that does not parse, the primary config or one its defaults list loads, is one line,
 ``file:line:column: what is wrong`` (:class:`YamlSyntaxError`), wherever a command reads one: :func:`compose`,
-:func:`yaml_config`, and before Hydra starts a ``@hydra.main`` task (:func:`check_yaml`, which :func:`run_hydra`
-and :func:`preflight` run), since Hydra would print a traceback of its loader instead.
+:func:`yaml_config`, and before Hydra starts a ``@hydra.main`` task (:func:`check_yaml`, which :func:`preflight`
+runs), since Hydra would print a traceback of its loader instead.
 """
 
 from __future__ import annotations
@@ -167,11 +167,9 @@ def hydra_argv(parser: argparse.ArgumentParser, argv: Sequence[str], job_name: s
 
 def run_hydra(task: Callable[[Any], Any], prog: str, argv: Sequence[str]) -> int:
     """Runs ``task`` as ``@hydra.main`` runs a function, on the command line ``argv`` (:func:`hydra_argv`'s). Returns
-    0; a YAML syntax error exits with its one line (:func:`exit_on_yaml_error`), Hydra's other errors as they do
-    under ``@hydra.main``."""
+    0; Hydra's errors exit as they do under ``@hydra.main``."""
     import hydra
 
-    exit_on_yaml_error(argv)
     saved = sys.argv
     sys.argv = [prog, *argv]  # hydra.main reads its arguments from sys.argv
     try:

@@ -1,28 +1,23 @@
-"""The train command: ``rg-verl train`` (:func:`main`), the same Hydra task as ``train_grpo.py``
-(:func:`rg_verl.grpo.launch.main_task`).
+"""The train command, ``train_grpo.py`` and ``rg-verl train`` (:func:`main`), and the one composition of a training
+config (:func:`compose_config`) that it and :func:`rg_verl.api.train` share.
 
-``rg-verl train`` resolves the config folder itself, because Hydra resolves a relative ``--config-path`` against
-the file that declares ``@hydra.main``, never against the working directory:
-
-1. no ``--config-path``: the repository's ``configs/smoke`` (found next to the ``rg_verl`` package);
-2. an absolute path, or a ``pkg://`` one: as given;
-3. a relative path: against the working directory first, then against the repository root, the folder
-   ``train_grpo.py`` resolves it against.
-
-Everything else (``key=value`` overrides, ``--cfg job``, ``-m``, ``--hydra-help``, ...) goes to Hydra unchanged.
+The command line is parsed once (:func:`rg_verl.common.compose.hydra_argv`): the config folder is resolved against
+the working directory, then the repository root (Hydra would resolve a relative one against the file that declares
+``@hydra.main``); everything else (``key=value``, ``--cfg job``, ``-m``, ``--hydra-help``, ...) goes to Hydra as it is.
 """
 
-import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+from omegaconf import DictConfig
 
 from rg_verl.common import compose
 from rg_verl.common.schema import ConfigError
 from rg_verl.grpo.launch import main_task
 from rg_verl.migrate.command import refuse_reference_schema
 
-# the job name train_grpo.py gets from its file name; Hydra names its log file after it
+# the job name Hydra names its log file after
 JOB_NAME = "train_grpo"
 
 DESCRIPTION = "Train a model with GRPO on reasoning-gym tasks, through verl (the same run as train_grpo.py)."
@@ -34,52 +29,59 @@ Any key=value override of the composed config works, as with train_grpo.py and v
       trainer.n_gpus_per_node=4 trainer.logger='[console]'
   rg-verl train --config-path configs/inter_generalisation --config-name algorithmic_qwen_3b +dry_run=true
 
-+dry_run=true prints the resolved config and a few training and validation items, then exits.
++dry_run=true runs every check the run makes before Ray, prints the resolved config and a few training and
+validation items, then exits.
 Hydra's own options pass through: --cfg job (print the config), -m (multirun), --hydra-help.
 A relative --config-path is looked up in the working directory, then in the repository root."""
 
 
-def build_parser(prog: str = "rg-verl train") -> argparse.ArgumentParser:
+def build_parser(prog: str = "rg-verl train"):
     """The train command's parser: :func:`rg_verl.common.compose.config_parser` with its help."""
     return compose.config_parser(prog, DESCRIPTION, EPILOG)
 
 
 def hydra_argv(argv: Sequence[str], prog: str = "rg-verl train") -> list[str]:
-    """Hydra's command line for ``argv`` (:func:`rg_verl.common.compose.hydra_argv`); exits if the config folder
-    cannot be found."""
+    """Hydra's command line for ``argv``; exits with a usage error if the config folder cannot be found."""
     return compose.hydra_argv(build_parser(prog), argv, JOB_NAME)
 
 
-def refuse_reference_file(args: Sequence[str]) -> None:
-    """Exit naming ``rg-verl migrate-config`` when the config file of Hydra's ``args`` is in the reference's schema.
-
-    Checked on the file, before Hydra: a reference config lists defaults Hydra cannot find (verl's old
-    config folder), and Hydra's error would not say what the file is. An unreadable file is left to Hydra.
-    """
+def refuse_reference_file(config_dir: str, config_name: str) -> None:
+    """Raise :class:`ConfigError` naming ``rg-verl migrate-config`` when the config file is in the schema of
+    reasoning-gym's own training scripts; checked on the file, since Hydra cannot compose such a config (its
+    defaults name verl's old config folder). An unreadable file, or a ``pkg://`` folder, is left to Hydra."""
     import yaml
 
-    name = args[3] if args[3].endswith(".yaml") else f"{args[3]}.yaml"
+    name = config_name if config_name.endswith(".yaml") else f"{config_name}.yaml"
     try:
-        refuse_reference_schema(yaml.safe_load((Path(args[1]) / name).read_text()))
+        loaded = yaml.safe_load((Path(config_dir) / name).read_text())
     except (OSError, yaml.YAMLError):
         return
-    except ConfigError as error:
-        sys.exit(f"Invalid config: {error}")
+    refuse_reference_schema(loaded)
 
 
-def refuse_before_hydra(argv: Sequence[str], prog: str = "train_grpo.py") -> None:
-    """What ``train_grpo.py`` checks before its ``@hydra.main`` starts, as :func:`main` does: a YAML file of the
-    config that does not parse exits with one line (:func:`rg_verl.common.compose.preflight`), a reference config
-    names its converter (:func:`refuse_reference_file`). A help request or a usage error is left to Hydra."""
-    if any(arg in compose.HELP_FLAGS for arg in argv):
-        return
-    args = compose.preflight(build_parser(prog), argv, JOB_NAME)
-    if args is not None:
-        refuse_reference_file(args)
+def compose_config(config_dir: str, config_name: str, overrides: Sequence[str] = ()) -> DictConfig:
+    """The training config ``config_name`` of ``config_dir`` (absolute, or ``pkg://``) with ``overrides``.
+
+    Raises:
+        ConfigError: for a config of reasoning-gym's own training scripts, naming the command that converts it;
+            :class:`rg_verl.common.compose.YamlSyntaxError` for a file that does not parse.
+        hydra.errors.HydraException: if Hydra cannot compose it otherwise.
+    """
+    refuse_reference_file(config_dir, config_name)
+    return compose.compose(config_dir, config_name, overrides, job_name=JOB_NAME)
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "rg-verl train") -> int:
-    """Runs the training task as ``train_grpo.py`` does. Returns 0; errors exit as Hydra's do."""
+    """Runs the training task (:func:`rg_verl.grpo.launch.main_task`) under Hydra on the config
+    :func:`compose_config` composes. Returns 0; a bad config exits with one line, Hydra's errors as they do."""
     args = hydra_argv(sys.argv[1:] if argv is None else argv, prog)
-    refuse_reference_file(args)
+    if not any(arg in compose.HELP_FLAGS for arg in args):
+        try:  # before Hydra, whose own report of these is a traceback
+            compose_config(args[1], args[3], [arg for arg in args[4:] if "=" in arg and not arg.startswith("-")])
+        except compose.YamlSyntaxError as error:
+            sys.exit(str(error))
+        except ConfigError as error:
+            sys.exit(f"Invalid config: {error}")
+        except Exception:  # noqa: BLE001 - Hydra reports everything else as it does under @hydra.main
+            pass
     return compose.run_hydra(main_task, prog, args)

