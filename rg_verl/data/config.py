@@ -17,8 +17,8 @@ from rg_verl.common.schema import ConfigError, check, named_mappings, option, pa
 from rg_verl.data.formats import FileSource, check_curriculum_levels, check_filter, parse_source
 
 __all__ = [
-    "AdaptiveWeightsConfig", "CurriculumConfig", "DatasetSpec", "ReasoningGymConfig", "check_generator_config",
-    "dataset_name_error",
+    "AdaptiveWeightsConfig", "CurriculumConfig", "DatasetSpec", "ReasoningGymConfig", "check_file_dataset_name",
+    "check_generator_config", "dataset_name_error",
 ]  # fmt: skip
 
 SOURCE_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*$")
@@ -67,10 +67,8 @@ def _parse_mix(where: str, value: Any) -> dict[str, DatasetSpec]:
         spec = parse_section(DatasetSpec, section, f"{where}.{name}")
         if spec.source is None:
             check_generator_config(f"{where}.{name}", str(name), spec.config)
-        elif not SOURCE_NAME.match(str(name)):
-            raise ConfigError(
-                f"{where}.{name}: {name!r} cannot name a file dataset; use letters, digits, '_', '.', '-'"
-            )
+        else:
+            check_file_dataset_name(f"{where}.{name}", str(name))
         mix[name] = spec
     if not any(spec.weight > 0 for spec in mix.values()):
         raise ConfigError(f"{where}: every weight is 0; give at least one dataset a positive weight")
@@ -216,8 +214,15 @@ def dataset_names(where: str, value: Any) -> list[str]:
     return list(value)
 
 
-def check_generator_config(where: str, name: str, config: dict) -> None:
-    """reasoning-gym's own check of a dataset's config: its config class, and its ``validate()``."""
+def check_file_dataset_name(where: str, name: str) -> None:
+    """A file dataset's name, which its items' ``data_source`` carries: letters, digits, ``_``, ``.``, ``-``."""
+    if not SOURCE_NAME.match(name):
+        raise ConfigError(f"{where}: {name!r} cannot name a file dataset; use letters, digits, '_', '.', '-'")
+
+
+def check_generator_config(where: str, name: str, config: dict, config_at: str | None = None) -> None:
+    """reasoning-gym's own check of a dataset's config: its config class, and its ``validate()``. An unknown
+    ``name`` is named at ``where``, a rejected config at ``config_at`` (default ``<where>.config``)."""
     if name not in DATASETS:
         raise dataset_name_error(where, name)
     config_cls = DATASETS[name][1]
@@ -226,4 +231,4 @@ def check_generator_config(where: str, name: str, config: dict) -> None:
         if hasattr(instance, "validate"):  # a few reasoning-gym configs have none
             instance.validate()
     except (TypeError, AssertionError, ValueError) as error:
-        raise ConfigError(f"{where}.config: reasoning-gym rejects {config}: {error}") from None
+        raise ConfigError(f"{config_at or where + '.config'}: reasoning-gym rejects {config}: {error}") from None

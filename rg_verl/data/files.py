@@ -21,7 +21,7 @@ from rg_verl.data.curriculum import LevelCurriculum
 from rg_verl.data.formats import FILE_SUFFIXES, FORMATS, FileSource
 from rg_verl.data.holdout import normalise
 
-__all__ = ["FileDataset", "SourceError", "check_sources", "read_rows", "training_questions"]
+__all__ = ["FileDataset", "SourceError", "check_sources", "open_split", "read_rows", "training_questions"]
 
 logger = logging.getLogger(__name__)
 
@@ -210,7 +210,7 @@ def _check_exists(at: str, file: str | dict) -> None:
         )
 
 
-def _open_split(where: str, name: str, spec: DatasetSpec, split: str) -> FileDataset:
+def open_split(where: str, name: str, spec: DatasetSpec, split: str) -> FileDataset:
     """Split ``split`` of file dataset ``name``, or a ConfigError naming the field (a bad train file at
     ``source.train``)."""
     file = spec.source.required_file(where, name, split)
@@ -249,6 +249,6 @@ def check_sources(
         for name, spec in mix.items():
             if spec.source is None:
                 continue
-            dataset = _open_split(f"{mix_where}.{name}", name, spec, split)
+            dataset = open_split(f"{mix_where}.{name}", name, spec, split)
             if split == "train" and name in settings.curriculum.levels:
                 _check_lowest_level(f"{where}.curriculum.levels.{name}", dataset, spec.config)

@@ -22,18 +22,16 @@ checked for its shape here, and its file is read and checked by the run, before 
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import importlib.util
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
-from reasoning_gym.factory import DATASETS
 from reasoning_gym.utils import SYSTEM_PROMPTS
 
 from rg_verl.common.compose import yaml_config
@@ -49,7 +47,8 @@ from rg_verl.common.schema import (
     run_name,
     text,
 )
-from rg_verl.data.config import ReasoningGymConfig, dataset_name_error, dataset_names
+from rg_verl.data.config import DatasetSpec, check_file_dataset_name, check_generator_config, dataset_names
+from rg_verl.data.formats import check_filter, parse_source
 from rg_verl.data.reference_questions import ReferenceTraining
 from rg_verl.evaluation.backends import BACKENDS
 from rg_verl.evaluation.decoding import DecodingConfig, check_value_model
@@ -102,35 +101,21 @@ class DatasetEntry:
         return {**spec, "source": self.source} if self.source is not None else spec
 
     def validate(self, where: str) -> None:
-        if self.source is None and self.dataset not in DATASETS:
-            raise dataset_name_error(f"{where}.dataset", self.dataset)
         for reserved in ("size", "seed"):
             if reserved in self.params:
                 raise ConfigError(f"{where}.params.{reserved}: set {reserved} next to params, not inside it")
-        source = self.as_training(where).datasets[self.dataset].source
-        if source is not None:  # the eval file must be named here; the run reads it (runner.check_files)
-            source.required_file(where, self.dataset, "eval")
+        spec = self.spec(where)  # the data room's own checks, on this file's field names
+        if spec.source is None:
+            check_generator_config(f"{where}.dataset", self.dataset, self.params, config_at=f"{where}.params")
+            return
+        check_filter(f"{where}.params", spec.source.format, self.params)
+        check_file_dataset_name(f"{where}.dataset", self.dataset)
+        spec.source.required_file(where, self.dataset, "eval")  # the run reads it (runner.check_files)
 
-    def as_training(self, where: str) -> ReasoningGymConfig:
-        """The entry as a training config's eval split, checked as training checks it: its params by
-        reasoning-gym, the shape of its source. No file is read.
-        """
-        section = {"datasets": {self.dataset: self.mix_spec()}, "seed": self.seed, "eval_size": self.size}
-        with self.named_as(where):
-            return ReasoningGymConfig.from_section(section, where=where)
-
-    @contextlib.contextmanager
-    def named_as(self, where: str) -> Iterator[None]:
-        """Errors about the entry as a training mix, with the fields named as this file spells them.
-
-        ``<where>.datasets.<dataset>.config`` is ``<where>.params`` here, ``<where>.datasets.<dataset>`` is ``<where>``.
-        """
-        try:
-            yield
-        except ConfigError as error:
-            prefix = f"{where}.datasets.{self.dataset}"
-            message = str(error).replace(f"{prefix}.config", f"{where}.params").replace(prefix, where)
-            raise ConfigError(message) from None
+    def spec(self, where: str = "source") -> DatasetSpec:
+        """This entry as the data room's dataset of a mix; ``where`` names the entry in a bad source's error."""
+        source = None if self.source is None else parse_source(f"{where}.source", self.source)
+        return DatasetSpec(config=self.params, source=source)
 
 
 def _datasets(where: str, value: Any) -> list[DatasetEntry]:

@@ -32,7 +32,7 @@ from rg_verl import reward
 from rg_verl.common.atomic import write_atomic
 from rg_verl.common.chat_template import AUTO
 from rg_verl.common.schema import ConfigError
-from rg_verl.data.files import check_sources
+from rg_verl.data.files import open_split
 from rg_verl.data.reference_questions import training_questions
 from rg_verl.evaluation.backends import Backend, Completion, Sampling, create_backend
 from rg_verl.evaluation.config import EvalConfig, check_runtime
@@ -58,7 +58,7 @@ FINGERPRINT_FIELDS = (
 
 
 def check_files(config: EvalConfig) -> None:
-    """Reads and checks the eval file of every file dataset (the data layer's ``check_sources``).
+    """Reads and checks the eval file of every file dataset (the data layer's ``open_split``).
 
     Raises:
         ConfigError: naming the entry's field (``categories[i].datasets[j].source.eval``), the file and the fix.
@@ -67,9 +67,7 @@ def check_files(config: EvalConfig) -> None:
         for j, entry in enumerate(category.datasets):
             if entry.source is not None:
                 where = f"categories[{i}].datasets[{j}]"
-                settings = entry.as_training(where)
-                with entry.named_as(where):
-                    check_sources(settings, splits=("eval",), where=where)
+                open_split(where, entry.dataset, entry.spec(where), "eval")
 
 
 def prefix_tokenizer(config: EvalConfig) -> str | None:
