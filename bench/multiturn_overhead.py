@@ -48,7 +48,7 @@ class VLLMEngine:
     """vLLM's ``AsyncLLM`` with prefix caching, behind the ``generate`` of verl's vLLM rollout server."""
 
     def __init__(self, model_dir: Path, max_model_len: int, max_num_seqs: int):
-        from rg_verl.cpu.vllm_engine import ENGINE_KWARGS, engine_env
+        from rg_verl.common.vllm_engine import ENGINE_KWARGS, engine_env
 
         os.environ.update(engine_env())
         from vllm.engine.arg_utils import AsyncEngineArgs

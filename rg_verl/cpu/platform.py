@@ -11,7 +11,8 @@ from typing import Any
 import torch.distributed
 from verl.plugin.platform import PlatformBase, PlatformRegistry
 
-from rg_verl.cpu import device, value_model, vllm_engine
+from rg_verl.common import vllm_engine
+from rg_verl.cpu import device, value_model
 
 
 @PlatformRegistry.register(platform="cpu")

@@ -10,8 +10,7 @@ import logging
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from rg_verl.common.schema import ConfigError
-from rg_verl.cpu.vllm_engine import ROLLOUT_SETTINGS as VLLM_ROLLOUT_SETTINGS
-from rg_verl.cpu.vllm_engine import engine_env
+from rg_verl.common.vllm_engine import ENGINE_KWARGS, engine_env
 
 logger = logging.getLogger(__name__)
 
@@ -28,6 +27,15 @@ CPU_SETTINGS = {
     "actor_rollout_ref.ref.use_torch_compile": False,
     # verl's TransferQueue starts about nine one-CPU actors; keep its storage to one unit.
     "transfer_queue.backend.SimpleStorage.num_data_storage_units": 1,
+}
+
+# verl's rollout config on the CPU, applied when rollout.name is vllm (rg_verl.common.vllm_engine says why)
+VLLM_ROLLOUT_SETTINGS = {
+    "actor_rollout_ref.rollout.gpu_memory_utilization": ENGINE_KWARGS["gpu_memory_utilization"],
+    "actor_rollout_ref.rollout.enforce_eager": True,
+    "actor_rollout_ref.rollout.enable_chunked_prefill": False,  # seeded requests (rollout.full_determinism)
+    "actor_rollout_ref.rollout.free_cache_engine": False,
+    "actor_rollout_ref.rollout.enable_sleep_mode": False,  # not in verl's rollout.yaml: added
 }
 
 # the same for an OREO run (train_oreo.py), for both of its models
@@ -93,7 +101,7 @@ def check_rollout(config: DictConfig) -> None:
 
 def apply_cpu_settings(config: DictConfig, joins_a_cluster: bool = False) -> None:
     """Set :data:`CPU_SETTINGS` in ``config`` (and, for verl's vLLM rollout,
-    :data:`rg_verl.cpu.vllm_engine.ROLLOUT_SETTINGS`) and give Ray one logical GPU per worker.
+    :data:`VLLM_ROLLOUT_SETTINGS`) and give Ray one logical GPU per worker.
 
     A run that joins a running cluster (``joins_a_cluster``) takes the logical GPUs and CPUs each node was
     started with (``ray start --num-gpus=... --num-cpus=...``): Ray refuses ``num_gpus`` and ``num_cpus`` there.

@@ -33,7 +33,7 @@ from rg_verl.common.schema import ConfigError
 from rg_verl.config import tiny_model_config, validate
 from rg_verl.cpu.settings import PLATFORM_MODULE, apply_cpu_settings, cpu_env
 from rg_verl.cpu.tiny_model import ensure_tiny_model
-from rg_verl.cpu.vllm_engine import answer_for_vllm_cpu, engine_env
+from rg_verl.common.vllm_engine import answer_for_vllm_cpu, engine_env
 from rg_verl.data.candidates import warn_unseeded_hash
 from rg_verl.data.config import ReasoningGymConfig
 from rg_verl.data.files import check_sources

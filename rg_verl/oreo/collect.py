@@ -24,7 +24,7 @@ from rg_verl.common.names import SPLIT_URI, SPLITS
 from rg_verl.common.models import check_model_path
 from rg_verl.common.schema import ConfigError, plain
 from rg_verl.common.tokenizer import tokenizer_fingerprint
-from rg_verl.cpu import vllm_engine
+from rg_verl.common import vllm_engine
 from rg_verl.data.candidates import warn_unseeded_hash
 from rg_verl.data.config import ReasoningGymConfig
 from rg_verl.data.export import reasoning_gym_section

@@ -1,4 +1,4 @@
-"""rg_verl.cpu.vllm_engine.keep_linear_weights_reloadable in vLLM's CPU build: after vLLM's post-load step a linear
+"""rg_verl.common.vllm_engine.keep_linear_weights_reloadable in vLLM's CPU build: after vLLM's post-load step a linear
 layer keeps its weight and the weight's loader, so verl's next weight sync can load into it, and the layer's matmul
 follows each sync. Without it, vLLM drops the weight (what made every verl run with the vLLM rollout hang at its
 first weight sync on a CPU with AMX tiles)."""
@@ -24,7 +24,7 @@ def test_a_linear_layer_keeps_its_weight_and_follows_each_sync(monkeypatch):
     from vllm.model_executor.layers.linear import UnquantizedLinearMethod
     from vllm.platforms import current_platform
 
-    from rg_verl.cpu.vllm_engine import keep_linear_weights_reloadable
+    from rg_verl.common.vllm_engine import keep_linear_weights_reloadable
 
     if not current_platform.is_cpu():
         pytest.skip("vLLM runs on a GPU here: the CPU's post-load step does not apply")

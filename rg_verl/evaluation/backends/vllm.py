@@ -7,7 +7,7 @@ import os
 
 from rg_verl.common.hf_generate import batch_seed as request_seed  # per request, as hf seeds per batch
 from rg_verl.common.schema import ConfigError
-from rg_verl.cpu import vllm_engine
+from rg_verl.common import vllm_engine
 from rg_verl.evaluation.backends.base import Backend, Completion, Messages, Sampling
 
 logger = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ class VLLMBackend(Backend):
     the floating-point differences of other batch shapes, which vLLM does not rule out.
 
     On the CPU (:func:`runs_on_cpu`: vLLM's CPU build, or no CUDA device) the engine gets vLLM's CPU
-    settings (:mod:`rg_verl.cpu.vllm_engine`: the share of host memory, eager mode, no chunked prefill, the KV
+    settings (:mod:`rg_verl.common.vllm_engine`: the share of host memory, eager mode, no chunked prefill, the KV
     cache space) under the config's own ``engine_kwargs``; a GPU engine gets only ``engine_kwargs``.
     """
 

@@ -337,8 +337,8 @@ def test_vllm_on_the_cpu_gets_the_cpu_engine_settings_and_a_gpu_none(tiny_model,
 
     import torch
 
-    from rg_verl.cpu import vllm_engine
-    from rg_verl.cpu.vllm_engine import ENGINE_KWARGS
+    from rg_verl.common import vllm_engine
+    from rg_verl.common.vllm_engine import ENGINE_KWARGS
     from rg_verl.evaluation.backends.vllm import VLLMBackend
     from tests import fake_vllm
 

@@ -119,7 +119,7 @@ def test_the_value_modes_run_on_vllm_with_the_value_model_beside_it(tiny_model, 
 
     import torch
 
-    from rg_verl.cpu.vllm_engine import ENGINE_KWARGS
+    from rg_verl.common.vllm_engine import ENGINE_KWARGS
     from rg_verl.evaluation.backends.hf import prompt_token_ids
     from rg_verl.evaluation.backends.search import VLLM_MEMORY_SHARE, VLLMValueSearchBackend
     from tests import fake_vllm

@@ -94,7 +94,7 @@ def test_cpu_settings_override_gpu_only_choices():
 
 def test_a_vllm_rollout_on_the_cpu_gets_vllms_cpu_settings_or_a_clear_error(monkeypatch):
     from rg_verl.cpu import settings
-    from rg_verl.cpu.vllm_engine import ROLLOUT_SETTINGS
+    from rg_verl.cpu.settings import VLLM_ROLLOUT_SETTINGS as ROLLOUT_SETTINGS
 
     overrides = ["actor_rollout_ref.rollout.name=vllm"]
     monkeypatch.setattr(settings, "vllm_installed", lambda: False)

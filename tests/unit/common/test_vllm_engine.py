@@ -1,4 +1,4 @@
-"""rg_verl.cpu.vllm_engine: vLLM's CPU settings and the ``vllm`` distribution name of PyPI's CPU build."""
+"""rg_verl.common.vllm_engine: vLLM's CPU settings and the ``vllm`` distribution name of PyPI's CPU build."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from rg_verl.cpu import vllm_engine
+from rg_verl.common import vllm_engine
 
 
 def test_engine_env_keeps_what_the_user_set(monkeypatch):
