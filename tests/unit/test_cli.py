@@ -133,9 +133,8 @@ def test_train_dry_run_with_a_config_folder_relative_to_the_working_directory(tm
     (tmp_path / "experiments").mkdir()
     (tmp_path / "experiments" / "mine.yaml").write_text(
         "hydra:\n  searchpath: [pkg://verl.trainer.config, pkg://rg_verl.conf]\n"
-        "defaults: [ppo_trainer, rg_verl_base, _self_]\n"
+        "defaults: [ppo_trainer, rg_verl_base, grpo_3b, _self_]\n"
         "reasoning_gym:\n  datasets:\n    leg_counting: {weight: 1.0}\n"
-        "actor_rollout_ref:\n  rollout:\n    n: 4\n"  # verl's default of 1 response leaves GRPO no group
     )
     proc = rg_verl(
         "train", "--config-path", "experiments", "--config-name", "mine", "+dry_run=true",

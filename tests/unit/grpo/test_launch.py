@@ -243,6 +243,10 @@ REFUSED_AFTER_A_DRY_RUN = {
         "verl's validate_config refuses the config: validation gen temperature should be greater than 0 when "
         "enabling do_sample",
     ),
+    "no rollout named": (
+        ["actor_rollout_ref.rollout.name='???'"],
+        "actor_rollout_ref.rollout.name: no value (verl's default is ???); set actor_rollout_ref.rollout.name=...",
+    ),
     "two micro-batch sizes": (
         ["actor_rollout_ref.rollout.log_prob_micro_batch_size=2"],
         "verl's validate_config refuses the config: [actor_rollout_ref.rollout] You have set both "
