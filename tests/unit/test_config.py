@@ -11,7 +11,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -94,14 +93,12 @@ def test_a_mistyped_hub_id_stops_a_dry_run_in_seconds_with_one_line(tmp_path):
     typo = "Qwen/Qwen2.5-3B-Instrct"
     env = {name: value for name, value in os.environ.items() if name != "HF_HUB_CACHE"}
     env.update(HF_HOME=str(tmp_path / "hf"), HF_HUB_OFFLINE="1")
-    started = time.monotonic()
     proc = subprocess.run(
         [sys.executable, str(REPO / "train_grpo.py"), "+dry_run=true", f"actor_rollout_ref.model.path={typo}"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
-    assert time.monotonic() - started < 60  # the interpreter's imports; nothing waits on a network or on Ray
     assert proc.returncode == 1
-    assert proc.stderr.splitlines() == [
+    assert proc.stderr.splitlines() == [  # this line alone: Ray, had it started, would have said so on stderr
         f"Invalid config: actor_rollout_ref.model.path: {typo!r} is no local folder, this machine is offline "
         f"(HF_HUB_OFFLINE), and the Hugging Face cache at {tmp_path / 'hf' / 'hub'} does not hold it; fix the id, or "
         f"download it with `hf download {typo}` on a machine that is online and set HF_HOME (or HF_HUB_CACHE) to the "
