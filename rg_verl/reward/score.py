@@ -16,6 +16,7 @@ from reasoning_gym.factory import get_score_answer_fn
 
 from rg_verl.common.chat_template import load_tokenizer, resolve_response_prefix
 from rg_verl.common.names import FILE_PREFIX, MODES, RG_PREFIX, parse_data_source
+from rg_verl.common.schema import plain
 from rg_verl.reward.config import RewardConfig
 from rg_verl.reward.episode import EPISODE_KEY, episode_values, is_episode
 from rg_verl.reward.extraction import response_answer
@@ -124,8 +125,8 @@ def reward_config(**given: Any) -> RewardConfig:
     """
     given = {name: value for name, value in given.items() if value is not None}
     key = repr(given)
-    if key not in _CHECKED:
-        _CHECKED[key] = RewardConfig.from_section(given)
+    if key not in _CHECKED:  # verl's values are OmegaConf nodes: checked as the plain values a YAML file gives
+        _CHECKED[key] = RewardConfig.from_section({name: plain(value) for name, value in given.items()})
     return _CHECKED[key]
 
 

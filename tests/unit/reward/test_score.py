@@ -150,7 +150,7 @@ def test_verl_passes_reward_kwargs():
                 "custom_reward_function": {
                     "path": "pkg://rg_verl.reward",
                     "name": "compute_score",
-                    "reward_kwargs": {"mode": "strict"},
+                    "reward_kwargs": {"mode": "strict", "chat_template_kwargs": {}},  # nested: an OmegaConf node
                 }
             }
         }
@@ -195,6 +195,8 @@ def test_reward_kwargs_as_verl_passes_them():
     datasets = OmegaConf.create({"math_datasets": ["chain_sum"]}).math_datasets
     for math_datasets in (datasets, ("chain_sum",), ["chain_sum"]):
         assert compute_score(*ITEM, math_datasets=math_datasets)["score"] == 1.0
+    empty = OmegaConf.create({"chat_template_kwargs": {}}).chat_template_kwargs
+    assert compute_score(*ITEM, chat_template_kwargs=empty)["score"] == 1.0
 
 
 def test_a_cached_check_keeps_equal_values_of_other_types_apart():
