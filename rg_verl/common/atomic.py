@@ -1,7 +1,4 @@
-"""Atomic outputs: a reader sees the old file (or folder) or the new one, never half of one.
-
-Permissions follow the umask, as ``open`` and ``mkdir`` would give (``mkstemp`` and ``mkdtemp`` leave 0600, 0700).
-"""
+"""Atomic outputs: a reader sees the old file (or folder) or the new one, never half; permissions follow the umask."""
 
 from __future__ import annotations
 
@@ -21,8 +18,7 @@ class PublishError(FileExistsError):
 
 
 def _umask() -> int:
-    """The process umask, read from /proc where it can be: ``os.umask`` reads it only by setting it, racing other
-    threads."""
+    """The process umask, from /proc where it can be (``os.umask`` reads it only by setting it, racing threads)."""
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
             if line.startswith("Umask:"):
@@ -35,7 +31,7 @@ def _umask() -> int:
 
 
 def _chmod_as_created(path: Path) -> None:
-    """Give ``path`` (and what it holds) the permissions a plain ``mkdir`` / ``open`` would."""
+    """Give ``path`` (and what it holds) the permissions ``mkdir`` / ``open`` would (``mkstemp`` leaves 0600)."""
     mode = 0o777 & ~_umask()
     for item in [path, *path.rglob("*")] if path.is_dir() else [path]:
         if not item.is_symlink():

@@ -1,8 +1,4 @@
-"""What a chat template writes at the start of the assistant's turn, before the model's first token.
-
-A thinking model's generation prompt ends with ``<think>`` (Qwen3, DeepSeek-R1's distills), so the reward judges the
-format on this prefix plus the response (``docs/reward.md``).
-"""
+"""What a chat template writes at the start of the assistant's turn (``<think>`` for Qwen3): ``docs/reward.md``."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""Where math text states its final answer: the last ``\\boxed{}`` (MATH), and the text after GSM8K's ``####``.
-
-This module imports nothing of rg-verl, so the data layer, the reward and the lm-eval tasks can each import it.
-"""
+"""Where math text states its final answer: the last ``\\boxed{}`` (MATH), and the text after GSM8K's ``####``."""
 
 from __future__ import annotations
 
@@ -48,8 +45,7 @@ def _after_command(text: str, end: int) -> str | None:
 
 
 def last_boxed(text: Any) -> str | None:
-    """Content of the last ``\\boxed{...}`` (else ``\\fbox{...}``), braces counted literally; None if unclosed or
-    absent."""
+    """Content of the last ``\\boxed{...}`` (else ``\\fbox{...}``), braces counted literally; else None."""
     if not isinstance(text, str):
         return None
     for command in (_BOXED, _FBOX):

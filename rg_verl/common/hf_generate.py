@@ -1,12 +1,9 @@
 """What the ``hf`` rollout server and the ``hf`` evaluation backend share: where a response ends, and plain sampling.
 
-A response ends at its first end-of-sequence id (the rest of a batch row is padding). ``generation_config.json``'s
-sampling defaults are dropped, as vLLM and verl's rollout apply none, so CPU and GPU numbers sample alike.
+``generation_config.json``'s sampling defaults are dropped: vLLM and verl's rollout apply none.
 
->>> response_length([5, 7, 2, 0, 0], {2})
-3
->>> response_length([5, 7], {2})
-2
+>>> response_length([5, 7, 2, 0, 0], {2}), response_length([5, 7], {2})
+(3, 2)
 """
 
 from __future__ import annotations

@@ -1,5 +1,4 @@
-"""A model that a config names: a local folder, a hub id in the local Hugging Face cache, or (online) the hub; and the
-context length its config allows, read without loading any weights."""
+"""A model a config names (a folder, a cached hub id, or the hub) and the context length its config allows."""
 
 from __future__ import annotations
 
@@ -16,21 +15,16 @@ __all__ = ["ContextLength", "check_model_path", "config_context_length", "contex
 logger = logging.getLogger(__name__)
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-# seconds the hub may take to say whether a model exists
 HUB_TIMEOUT_S = 10.0
-# the rope types whose factor stretches the positions a model was trained on (transformers' modeling_rope_utils.py:
-# linear and dynamic scale max_position_embeddings, yarn its original_max_position_embeddings, which transformers sets
-# to max_position_embeddings where a config lacks it); a llama3 or longrope config already gives the stretched length
-# as max_position_embeddings
+# rope types whose factor stretches max_position_embeddings (transformers' modeling_rope_utils.py); llama3 and
+# longrope configs already give the stretched length
 STRETCHING_ROPE_TYPES = ("linear", "dynamic", "yarn")
 _TRUE = ("1", "ON", "YES", "TRUE")  # huggingface_hub's spellings of a set flag
 
 
 @dataclass(frozen=True)
 class ContextLength:
-    """The tokens one sequence of a model may hold (prompt and response together), where that number comes from, as
-    an error names it (``max_position_embeddings 32768 in /models/x/config.json``), and the config's
-    ``max_position_embeddings`` as written, before any rope factor stretches it."""
+    """Tokens one sequence may hold (prompt and response), their source for errors, and the unstretched positions."""
 
     tokens: int
     source: str
@@ -38,16 +32,14 @@ class ContextLength:
 
 
 def hub_cache() -> str:
-    """The Hugging Face cache this process reads: huggingface_hub's ``HF_HUB_CACHE`` (from HF_HUB_CACHE or
-    HF_HOME, read when huggingface_hub is imported)."""
+    """The Hugging Face cache this process reads: huggingface_hub's ``HF_HUB_CACHE``."""
     from huggingface_hub import constants  # lazy, as every huggingface_hub import here: only a hub id needs it
 
     return constants.HF_HUB_CACHE
 
 
 def is_offline() -> bool:
-    """Whether this process must not reach the hub: HF_HUB_OFFLINE (or TRANSFORMERS_OFFLINE) set, now or when
-    huggingface_hub was imported."""
+    """Whether HF_HUB_OFFLINE (or TRANSFORMERS_OFFLINE) is set, now or when huggingface_hub was imported."""
     from huggingface_hub import constants
 
     flags = (os.environ.get(name, "").upper() for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
@@ -60,8 +52,7 @@ def is_hub_id(path: str) -> bool:
 
 
 def cached_folder(repo_id: str) -> str | None:
-    """The folder of hub id ``repo_id``'s ``main`` revision in the local cache, where its config.json is; None if
-    the cache holds none."""
+    """The folder of hub id ``repo_id``'s ``main`` revision in the local cache; None if the cache holds none."""
     from huggingface_hub import try_to_load_from_cache
 
     try:
@@ -72,8 +63,7 @@ def cached_folder(repo_id: str) -> str | None:
 
 
 def model_folder(path: str) -> str | None:
-    """A folder on this machine that holds the model ``path`` names: the folder itself, or a hub id's cached
-    snapshot; None if there is none here."""
+    """The folder here that holds the model ``path`` names (itself, or a hub id's cached snapshot); else None."""
     if os.path.isdir(path):
         return path
     return cached_folder(path) if is_hub_id(path) else None
@@ -153,8 +143,7 @@ def _warn_token(where: str, repo_id: str, what: str) -> None:
 
 
 def context_length(path: str) -> ContextLength | None:
-    """The context length of the model ``path`` names (a local folder, or a hub id in the cache), from its config;
-    None where no config can be read here (a hub id that is not cached, a config transformers cannot parse)."""
+    """The context length of the model ``path`` names, from its config; None where no config can be read here."""
     folder = model_folder(path)
     if folder is None or not os.path.isfile(os.path.join(folder, "config.json")):
         return None
@@ -169,8 +158,7 @@ def context_length(path: str) -> ContextLength | None:
 
 
 def config_context_length(config: Any, where: str) -> ContextLength | None:
-    """The positions a transformers config allows: ``max_position_embeddings``, stretched by a rope factor; None without
-    it.
+    """The positions a transformers config allows: ``max_position_embeddings`` stretched by a rope factor, else None.
 
     >>> from types import SimpleNamespace as Config
     >>> config_context_length(Config(max_position_embeddings=32768), "config.json")

@@ -1,6 +1,4 @@
-"""Which tokenizer made a sequence of ids: OREO's trajectory files record it, and value-guided search checks
-that the value model reads the policy's ids.
-"""
+"""Which tokenizer made a sequence of ids: OREO's trajectory files record it; value-guided search checks it."""
 
 from __future__ import annotations
 
