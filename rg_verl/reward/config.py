@@ -1,6 +1,4 @@
-"""The reward's keyword arguments (``reward.custom_reward_function.reward_kwargs``), declared once:
-:class:`RewardConfig`
-and :class:`ReferenceTermsConfig`."""
+"""The reward's keyword arguments (``reward.custom_reward_function.reward_kwargs``), declared once."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
 """The record a "wrong, try again" episode leaves under ``extra_info["retry"]``, and what the reward reads from it.
 
-The last try is scored, times ``discount`` per try after the first, with ``turns`` and ``solved_by_turn_<j>``.
-
 >>> record = {"turn_accuracy": [0.0, 1.0], "final_response": "<answer>4</answer>", "max_turns": 3, "discount": 0.5}
 >>> episode_values(record)
 {'discount': 0.5, 'turns': 2.0, 'solved_by_turn_1': 0.0, 'solved_by_turn_2': 1.0, 'solved_by_turn_3': 1.0}
@@ -14,7 +12,7 @@ from typing import Any
 
 __all__ = ["EPISODE_KEY", "episode_values", "is_episode"]
 
-# the key of the episode's record in the reward's extra_info
+
 EPISODE_KEY = "retry"
 
 

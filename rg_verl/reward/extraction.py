@@ -45,8 +45,7 @@ def extract_answer(text: str, strict: bool = False) -> str | None:
 
 
 def response_answer(text: Any, data_source: str, strict: bool = False) -> str | None:
-    """The answer the reward scores: :func:`extract_answer`, falling back to the last ``\\boxed{}`` for lenient math
-    items.
+    """:func:`extract_answer`, falling back to the last ``\\boxed{}`` for lenient math items.
 
     >>> response_answer("so \\\\boxed{5}", "math/gsm8k"), response_answer("so \\\\boxed{5}", "reasoning_gym/chain_sum")
     ('5', None)

@@ -1,8 +1,4 @@
-"""Mathematical answer equivalence with math-verify, under a hard time limit.
-
-Comparisons run in a :mod:`rg_verl.reward.time_limit` worker (math-verify's ``signal.alarm`` works only in a main
-thread); answers over :data:`MAX_ANSWER_CHARS` score 0 unparsed. Model output is never evaluated as Python.
-"""
+"""Answer equivalence with math-verify in a :mod:`rg_verl.reward.time_limit` worker (its alarm needs a main thread)."""
 
 from __future__ import annotations
 
@@ -16,20 +12,16 @@ __all__ = ["MAX_ANSWER_CHARS", "math_equal", "math_equal_status"]
 
 logger = logging.getLogger(__name__)
 
-#: Longest model answer (characters) worth parsing; longer ones score 0 without parsing.
 MAX_ANSWER_CHARS = 10_000
 
 _DELIMITERS = ("$", "\\boxed", "\\fbox", "\\(", "\\[", "\\begin{")
-# A word of 3+ letters that is not a LaTeX command: the answer is prose.
 _PROSE_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{3,}")
-# Plain-text (sympy/calculator style) names that LaTeX writes as commands.
+# sympy/calculator names that LaTeX writes as commands
 _PLAIN_FUNCS = re.compile(
     r"(?<![\\A-Za-z])(arcsin|arccos|arctan|sinh|cosh|tanh|sin|cos|tan|cot|sec|csc|log|ln|exp|pi)(?![A-Za-z])"
 )
 _PLAIN_INF = re.compile(r"(?<![\\A-Za-z])(?:infinity|inf|oo)(?![A-Za-z])")
 
-
-# --- parsing (runs in the worker) ------------------------------------------------------------
 
 
 def _sqrt_to_latex(s: str) -> str:
@@ -82,18 +74,15 @@ def _parse(text: str) -> list:
         return []
     both = [LatexExtractionConfig(), ExprExtractionConfig()]
     if any(d in s.replace("\\$", "") for d in _DELIMITERS):  # "\$18" is a currency sign
-        # Already delimited (``$..$``, ``\boxed{..}``, ...): math-verify's own extraction.
         return parse(s, both, parsing_timeout=None)
     bare = s
     if "\\" not in s:
         bare = _plain_to_latex(s)
         if _PROSE_WORD.search(bare):
-            # Prose such as "The answer is 5": extract the number/expression from it.
             found = parse(s, both, parsing_timeout=None)
             if found:
                 return found
-    # A bare answer ("1/2", "0.5", "\frac12", "x^2+1", "(1, 2)", "2*sqrt(3)"): read it
-    # as LaTeX, falling back to plain-expression extraction ("50%", "1/2.").
+    # a bare answer ("1/2", "\frac12", "2*sqrt(3)") as LaTeX, else as a plain expression ("50%", "1/2.")
     found = parse(f"${bare}$", [LatexExtractionConfig()], parsing_timeout=None, fallback_mode="no_fallback")
     if found:
         return found
@@ -112,14 +101,11 @@ def _math_equal_worker(answer: str, gold: str) -> float:
     return 1.0 if verify(gold_parsed, answer_parsed, timeout_seconds=None) else 0.0
 
 
-# --- public API ------------------------------------------------------------------------------
-
 
 def math_equal_status(
     answer: Any, gold: Any, timeout: float = 1.0, max_chars: int = MAX_ANSWER_CHARS
 ) -> tuple[float, Status]:
-    """Like :func:`math_equal`, also returning how the check ended (``"ok"``,
-    ``"timeout"`` or ``"error"``; answers rejected without parsing are ``"ok"``)."""
+    """:func:`math_equal` and how it ended: ``"ok"`` (answers refused unparsed too), ``"timeout"`` or ``"error"``."""
     try:
         if not isinstance(answer, str) or not isinstance(gold, str):
             return 0.0, Status.OK

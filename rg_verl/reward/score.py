@@ -1,8 +1,4 @@
-"""Reward for reasoning-gym and file math items (verl ``reward.custom_reward_function``).
-
-``reasoning_gym/<dataset>`` items are scored by the dataset's reasoning-gym scorer, ``math/<name>`` items by
-math-verify's equivalence with the reference answer.
-"""
+"""Reward for reasoning-gym items (the dataset's scorer) and file math items (math-verify's equivalence)."""
 
 from __future__ import annotations
 
@@ -29,15 +25,12 @@ __all__ = ["compute_score", "count_tokens", "reward_config", "score_with"]
 
 logger = logging.getLogger(__name__)
 
-# earlier answers of a response that are scored for self-correction, at most
-MAX_EARLIER_ANSWERS = 3
-# seconds one answer may take to score where scoring can be slow (sympy, math-verify)
+MAX_EARLIER_ANSWERS = 3  # earlier answers of a response scored for self-correction
 SCORE_TIMEOUT_S = 0.9
 
 
 @functools.cache
 def _scorer(name: str) -> Callable[[str | None, dict], float]:
-    # get_score_answer_fn builds a default dataset instance: do it once per name.
     return get_score_answer_fn(name)
 
 
@@ -45,8 +38,7 @@ def _as_tuples(value: Any) -> Any:
     return tuple(_as_tuples(v) for v in value) if isinstance(value, list) else value
 
 
-# The dataset stores entries as JSON, which turns tuples into lists. A few scorers
-# compare metadata against tuples: restore those fields (dataset -> metadata keys).
+# entries are stored as JSON (tuples become lists); these scorers compare metadata against tuples
 _TUPLE_FIELDS = {"arc_agi": ("input", "output"), "rearc": ("input", "output")}
 
 
@@ -67,12 +59,10 @@ def _entry(name: str, extra_info: Any, ground_truth: Any) -> dict:
     return entry
 
 
-# Longest response, in characters per allowed token, that is tokenised for the length terms;
-# anything longer already fills its budget.
+# a longer response (characters per allowed token) fills its budget and is not tokenised
 MAX_CHARS_PER_TOKEN = 32
 
 
-# one tokenizer per path and process, shared with the response prefix's detection
 _tokenizer = load_tokenizer
 
 
@@ -130,8 +120,6 @@ def reward_config(**given: Any) -> RewardConfig:
     return _CHECKED[key]
 
 
-# --- compute_score and its steps ---
-
 
 class _Verdict(NamedTuple):
     answer: str | None
@@ -139,7 +127,7 @@ class _Verdict(NamedTuple):
     failed: bool
 
 
-# scores an answer of the item at hand: (correctness, whether scoring failed); see _correctness
+# (correctness, whether scoring failed) of an answer to the item at hand
 _Score = Callable[[str | None], tuple[float, bool]]
 
 
@@ -160,12 +148,10 @@ def compute_score(
     chat_template_kwargs: dict[str, Any] | None = None,
     **kwargs: Any,
 ) -> dict[str, float | str]:
-    """Scores a response: correctness of its final answer, plus weighted extra terms.
+    """Scores a response: its answer's correctness plus weighted terms; returns the values ``docs/reward.md`` lists.
 
-    The reward kwargs that are None take :class:`~rg_verl.reward.config.RewardConfig`'s defaults. With a retry episode
-    in ``extra_info["retry"]`` its last try is scored, discounted per extra try. ``response_tokens`` is a count from
-    :func:`count_tokens`, else counted here. Returns ``score`` and the values ``docs/reward.md`` lists, ``pred`` (the
-    answer verl's maj@N votes on) among them; a ValueError names an unknown data source or a bad kwarg.
+    Kwargs that are None take :class:`~rg_verl.reward.config.RewardConfig`'s defaults; ``response_tokens`` is a count
+    from :func:`count_tokens`, else counted here. A ValueError names an unknown data source or a bad kwarg.
     """
     config = reward_config(
         mode=mode, terms=terms, tokenizer_path=tokenizer_path,
@@ -183,8 +169,7 @@ def score_with(
     extra_info: dict | None = None,
     response_tokens: int | None = None,
 ) -> dict[str, float | str]:
-    """:func:`compute_score` under reward settings that :func:`reward_config` already checked: for a caller
-    that scores many responses under one config (trajectory collection) and need not check them each time."""
+    """:func:`compute_score` under settings :func:`reward_config` already checked (for a caller scoring many)."""
     name, from_file = _dataset(data_source)
     written = solution_str if isinstance(solution_str, str) else ""
     episode = extra_info[EPISODE_KEY] if is_episode(extra_info) else None
@@ -260,8 +245,7 @@ def _response(
     counted: int | None,
     prefixed: bool = False,
 ) -> Response:
-    """What the terms look at, given the answer of ``text`` under each mode (:func:`_verdicts`). A ``prefixed``
-    text already holds the template's opening ``<think>``, which reasoning-gym's preappend would add again."""
+    """What the terms look at; a ``prefixed`` text already holds the template's ``<think>`` (no preappend again)."""
     num_tokens, max_tokens = _token_counts(text, config, counted)
     return Response(
         text=text,
@@ -289,13 +273,11 @@ def _result(
         "revised": float(bool(response.earlier_answers_correct)),
         "self_corrected": self_correction_term(response),
         "scoring_failed": float(any(verdict.failed for verdict in verdicts.values())),
-        # the answer under ``mode``, for verl's majority vote (maj@N) over validation samples; "" when none
         "pred": verdicts[mode].answer or "",
     }
     if response.max_tokens:
         result["response_tokens"] = float(response.num_tokens)
-        # cut off by the budget: a response that stopped on its own is shorter (its end-of-sequence token is a
-        # token of the budget but not of the text)
+        # a response that stopped on its own is shorter: its end-of-sequence token is in the budget, not the text
         result["truncated"] = float(response.num_tokens >= response.max_tokens)
     outcome = "correct" if result["accuracy"] else "incorrect"
     for term, weight in weights.items():

@@ -1,8 +1,4 @@
-"""Which answers may reach a scorer that hands them to ``sympy.parse_expr``, which evaluates its input as Python.
-
-Only plain arithmetic passes: digits, operators, brackets, math functions (and ``Integral``) and short variable
-names; no underscores, quotes, attributes or builtins. Anything else scores 0 unparsed.
-"""
+"""Which answers may reach ``sympy.parse_expr`` (it evaluates its input as Python): plain arithmetic only."""
 
 import builtins
 import keyword
@@ -32,12 +28,8 @@ def is_plain_expression(answer: str, max_chars: int = 2000) -> bool:
     True
     >>> is_plain_expression("3*Integral(x*cos(2*x), x) + C")  # intermediate_integration's unevaluated answers
     True
-    >>> is_plain_expression("__import__('os').system('ls')")
-    False
-    >>> is_plain_expression("eval(chr(49))")
-    False
-    >>> is_plain_expression("x.conjugate()")
-    False
+    >>> is_plain_expression("__import__('os').system('ls')"), is_plain_expression("x.conjugate()")
+    (False, False)
     """
     if not isinstance(answer, str) or len(answer) > max_chars or not _ALLOWED_CHARS.fullmatch(answer):
         return False

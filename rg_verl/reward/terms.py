@@ -1,8 +1,4 @@
-"""Extra reward terms, added to correctness with a weight each: ``term(response: Response) -> float`` in :data:`TERMS`.
-
-A new term goes in :data:`TERMS` and its name in ``rg_verl.common.names.TERM_NAMES`` (a test keeps them equal);
-``docs/reward.md`` gives each term's range and meaning.
-"""
+"""Extra reward terms in :data:`TERMS`, each weighted and added to correctness (``docs/reward.md``)."""
 
 import math
 import re
@@ -76,15 +72,13 @@ def self_correction_term(response: Response) -> float:
 
 # --- reasoning-gym's training rewards, by their own definitions ---
 
-# the length in characters over which reference_cosine moves from its short value to its long one
 REFERENCE_COSINE_LENGTH = 1000
 # reference_cosine's (short, long) values: at an empty response and at REFERENCE_COSINE_LENGTH characters
 REFERENCE_COSINE_CORRECT = (1.0, 0.95)
 REFERENCE_COSINE_WRONG = (0.0, 0.7)
-# the most correctness can be; reference_length pays the shortfall from it
 REFERENCE_MAX_SCORE = 1.0
 
-_SPACE = re.compile(r"\s*")  # the whitespace the reference's pattern allows, as its regex defines it
+_SPACE = re.compile(r"\s*")
 
 
 def _skip_space(text: str, at: int) -> int:
@@ -94,9 +88,7 @@ def _skip_space(text: str, at: int) -> int:
 
 
 def _tag_blocks(text: str, open_tag: str, close_tag: str, limit: float) -> list[tuple[int, int]]:
-    """(start, end) of the content of the first ``limit`` ``open_tag…close_tag`` blocks, each closed by
-    the first ``close_tag`` after its ``open_tag``, searched left to right after the previous block (what
-    ``re.finditer`` of ``open(.*?)close`` with DOTALL finds). Linear time."""
+    """(start, end) of the first ``limit`` blocks' contents as ``re.finditer(open(.*?)close, DOTALL)`` finds them."""
     blocks, start = [], 0
     while len(blocks) < limit and (opened := text.find(open_tag, start)) >= 0:
         closed = text.find(close_tag, opened + len(open_tag))
@@ -108,8 +100,7 @@ def _tag_blocks(text: str, open_tag: str, close_tag: str, limit: float) -> list[
 
 
 def _starts_think_then_answer(text: str) -> bool:
-    """Whether ``text`` matches ``\\s*<think>.*?</think>\\s*<answer>.*?</answer>`` (DOTALL) at its start, without
-    backtracking."""
+    """Whether ``text`` starts with ``\\s*<think>.*?</think>\\s*<answer>.*?</answer>`` (DOTALL); no backtracking."""
     start = _skip_space(text, 0)
     if not text.startswith(THINK_OPEN, start):
         return False
@@ -125,9 +116,7 @@ def _starts_think_then_answer(text: str) -> bool:
 
 
 def reference_format_ok(text: str, preappend_thinking_token: bool = False) -> bool:
-    """reasoning-gym's format rule: one think block then one answer block at the start, no nested tags, in linear time.
-
-    With ``preappend_thinking_token``, ``<think>`` is put before ``text`` first.
+    """reasoning-gym's format rule: one think block then one answer block at the start, no nested tags; linear time.
 
     >>> reference_format_ok(" <think>2+2</think>\\n<answer>4</answer> done")
     True
@@ -160,11 +149,7 @@ def reference_length_term(response: Response) -> float:
 
 
 def reference_cosine_term(response: Response) -> float:
-    """Correctness scaled by length in characters on a cosine of period 2000, as reasoning-gym's training defines it.
-
-    ``long + (short - long) * (1 + cos(pi * len(text) / 1000)) / 2`` with (short, long) = (1.0, 0.95) when correct,
-    else (0.0, 0.7); unclamped as in the reference, so it swings back past 1000 characters.
-    """
+    """``long + (short - long) * (1 + cos(pi * len(text) / 1000)) / 2``, unclamped, as in reasoning-gym's training."""
     short, long = REFERENCE_COSINE_CORRECT if response.correctness == 1.0 else REFERENCE_COSINE_WRONG
     cosine = math.cos(len(response.text) / REFERENCE_COSINE_LENGTH * math.pi)
     return long + 0.5 * (short - long) * (1.0 + cosine)
