@@ -1,4 +1,1 @@
-"""GRPO through verl's own loop: the launch, the registered trainer and replay buffer, metrics, and a run's stop.
-
-Nothing is imported here: verl imports ``rg_verl.grpo.trainer`` in every Ray process, which should load only that.
-"""
+"""GRPO through verl's own loop; nothing is imported here, as verl imports ``rg_verl.grpo.trainer`` in every process."""

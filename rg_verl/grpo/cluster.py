@@ -1,7 +1,4 @@
-"""A run on a Ray cluster started elsewhere (``ray start`` on each node, docs/multinode.md).
-
-Its processes do not inherit the launching shell's environment: :func:`forwarded_env` goes in the run's runtime env.
-"""
+"""A run on a Ray cluster started elsewhere (docs/multinode.md): the environment its processes do not inherit."""
 
 from __future__ import annotations
 
@@ -21,14 +18,13 @@ SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
 
 
 def joins_a_cluster(config: DictConfig) -> bool:
-    """Whether verl's ``ray.init`` joins a running Ray cluster (``ray_kwargs.ray_init.address``, else
-    ``RAY_ADDRESS``, as ``ray job submit`` sets it) rather than starting one in this process."""
+    """Whether verl's ``ray.init`` joins a running cluster (``ray_kwargs.ray_init.address``, else ``RAY_ADDRESS``)."""
     address = OmegaConf.select(config, "ray_kwargs.ray_init.address") or os.environ.get("RAY_ADDRESS")
     return bool(address) and address != "local"
 
 
 def forwarded_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The variables of ``environ`` that every process of the run must see too (:data:`FORWARDED`), without secrets.
+    """The variables of ``environ`` every process of the run must see too (:data:`FORWARDED`), without secrets.
 
     >>> forwarded_env({"WANDB_MODE": "offline", "WANDB_API_KEY": "s3cr3t", "HF_HOME": "/data/hf", "PATH": "/bin"})
     {'WANDB_MODE': 'offline', 'HF_HOME': '/data/hf'}
@@ -40,8 +36,7 @@ def forwarded_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
 def shared_socket_warning(config: DictConfig) -> str | None:
     """A warning when this run starts its own Ray cluster for vLLM while another runs here; None otherwise.
 
-    verl names the weight-sync socket by the job id (``verl/workers/rollout/vllm_rollout/vllm_rollout.py:141``), and the
-    first job of every new cluster is ``01000000``: two such runs meet on one socket.
+    verl names the weight-sync socket by the job id (``vllm_rollout.py:141``): every new cluster's first is the same.
     """
     import psutil
     import ray

@@ -1,8 +1,6 @@
-"""Quiet progress: a training run's console shows one line per step; verl's and Ray's full logs go to a file.
+"""Quiet progress (``trainer.console``): one line per step on the console; fds 1 and 2 go to ``logs/train-<time>.log``.
 
-``trainer.console``: ``progress``, ``full`` or ``auto`` (progress on a terminal). The driver points its fds 1 and 2
-at ``<default_local_dir>/logs/train-<time>.log`` (Ray's processes inherit them), and a thread echoes the lines
-marked ``[rg-verl]``.
+Ray's processes inherit the fds; a thread echoes the lines marked ``[rg-verl]``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,4 @@
-"""The run's folder on disk, checked before Ray starts: it can be written, and it has room for one checkpoint.
-
-A checkpoint is estimated per parameter (counted from safetensors headers): 4 bytes of fp32 weight, 8 of Adam
-moments, 2 with ``hf_model``; a critic doubles it. A model not on this machine yet skips the space check.
-"""
+"""The run's folder, checked before Ray starts: it can be written and has room for one checkpoint (per parameter)."""
 
 from __future__ import annotations
 
@@ -35,8 +31,7 @@ def nearest_folder(path: Path) -> Path:
 
 
 def count_parameters(model_path: str) -> int | None:
-    """Parameters of the model at ``model_path`` (a folder, or a hub id in the local cache), from its safetensors
-    headers; None when its weights are not on this machine or not in safetensors."""
+    """Parameters of the model at ``model_path`` from its local safetensors headers; None when there are none."""
     from safetensors import safe_open
 
     folder = Path(model_path).expanduser()
@@ -77,8 +72,7 @@ def _check_writable(folder: Path, target: Path) -> None:
 
 
 def check_output_dir(config: DictConfig) -> None:
-    """``trainer.default_local_dir`` can be created and written, and (when the run saves) has room for one
-    checkpoint; a :class:`ConfigError` naming the folder, the space and the fix otherwise."""
+    """``trainer.default_local_dir`` can be written and has room for a checkpoint; else a :class:`ConfigError`."""
     target = Path(os.path.abspath(os.path.expanduser(str(config.trainer.default_local_dir))))
     folder = nearest_folder(target)
     _check_writable(folder, target)

@@ -1,9 +1,4 @@
-"""The metrics our trainer adds: per-dataset and per-category means, self-correction rates.
-
-verl logs validation per ``data_source`` as ``<section>/<data_source>/<var>/<metric>``
-(``verl/trainer/ppo/v1/trainer_base.py``, ``_val_metrics_update``); :func:`category_means` adds
-``<section>/reasoning_gym/category/<category>/<var>/<metric>``.
-"""
+"""The metrics our trainer adds: per-dataset and per-category means, self-correction rates."""
 
 from __future__ import annotations
 
@@ -35,8 +30,7 @@ CATEGORY_SEGMENT = "category"
 
 @functools.cache
 def registered() -> dict:
-    """reasoning-gym's registry of datasets, imported on first use: this module loads in every Ray process of a
-    run (through :mod:`rg_verl.grpo.trainer`), and most of them never name a category."""
+    """reasoning-gym's registry, imported on first use: most Ray processes load this module and need none."""
     from reasoning_gym.factory import DATASETS
 
     return DATASETS
@@ -53,7 +47,7 @@ def dataset_category(name: str) -> str:
     if name not in datasets:
         raise ValueError(f"Unknown reasoning-gym dataset {name!r}")
     cls = datasets[name][0]
-    # reasoning-gym's own rule; the property reads only the class, so no (slow) instance is built
+    # the property reads only the class: no (slow) instance is built
     return cls.category.fget(cls.__new__(cls))
 
 
@@ -128,8 +122,7 @@ _REVISED = re.compile(r"^(val-aux/.+)/revised/(mean@\d+)$")
 
 
 def self_correction_rates(metrics: dict) -> dict[str, float]:
-    """Among validation responses that revised their answer, the share that self-corrected (``revised`` over
-    ``self_corrected`` means); sources where nothing revised get no key.
+    """Per source, the share of revising validation responses that self-corrected; none where nothing revised.
 
     >>> self_correction_rates({"val-aux/math/gsm8k/revised/mean@1": 0.25,
     ...                        "val-aux/math/gsm8k/self_corrected/mean@1": 0.1})

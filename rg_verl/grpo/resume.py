@@ -1,10 +1,4 @@
-"""The checkpoint a run resumes from, checked before Ray starts: complete, or a clear error; never half-written.
-
-verl writes ``latest_checkpointed_iteration.txt`` after a step's folder, so a folder past the tracked step is an
-interrupted save: it is reported, not used. A garbled tracker, a missing or incomplete tracked checkpoint, and a
-``resume_path`` that is not complete are errors (verl would fail after Ray started, or train from scratch). A
-checkpoint is complete when ``data.pt`` (written last) and every rank's shards are there.
-"""
+"""The checkpoint a run resumes from, checked before Ray starts (docs/configs.md): complete, or a clear error."""
 
 from __future__ import annotations
 
@@ -59,8 +53,7 @@ def missing_parts(step_dir: Path) -> list[str]:
 
 
 def checkpoint_state(folder: Path) -> tuple[int | None, list[int]]:
-    """The step of the checkpoint that ``folder``'s tracker names (None: none, or an unreadable tracker), and the
-    steps of the saves past it (interrupted saves, which a resumed run passes over)."""
+    """The step ``folder``'s tracker names (None: none or unreadable), and the interrupted saves past it."""
     try:
         step = _tracked_step(folder)
     except ConfigError:
@@ -98,8 +91,7 @@ def _check_complete(step_dir: Path, what: str) -> None:
 
 
 def check_resume(config: DictConfig) -> int | None:
-    """The step the run resumes from (None: from scratch), checked as the module docstring says; warns about each
-    interrupted save it passes over."""
+    """The step the run resumes from (None: from scratch); warns about each interrupted save it passes over."""
     trainer = config.trainer
     mode = trainer.get("resume_mode", "auto")
     if mode == "resume_path":

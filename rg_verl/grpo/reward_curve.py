@@ -17,7 +17,7 @@ from rg_verl.common.atomic import write_atomic
 
 logger = logging.getLogger(__name__)
 
-# verl's mean sequence reward of a training step (the reward our reward function returned)
+# verl's mean sequence reward of a training step
 REWARD_KEY = "critic/score/mean"
 
 

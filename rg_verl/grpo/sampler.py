@@ -1,10 +1,5 @@
-"""The replay buffer of rg-verl's trainer: verl's ``ReplayBufferAsync`` (``trainer.v1.sampler.custom_sampler``), plus:
-
-- group filtering (``algorithm.filter_groups``) that keeps every sampled group's outcome for the trainer, where
-  verl's own filter clears the dropped groups before anyone reads them;
-- complete groups: a step that would train a short group stops with an error;
-- bounded refills (``max_refill_batches``), so a failing server or a filter that finds nothing cannot loop forever;
-- dead workers named (:mod:`rg_verl.grpo.workers`) at the first failed group.
+"""verl's ``ReplayBufferAsync`` plus group filtering that keeps dropped groups' outcomes, whole groups, bounded
+refills (``max_refill_batches``), and dead workers named at the first failed group.
 """
 
 from __future__ import annotations
@@ -21,8 +16,7 @@ from rg_verl.grpo.workers import raise_if_a_worker_died
 
 __all__ = ["CompleteGroupsBuffer", "SampledGroup", "group_of", "groups_of", "read_rewards", "sessions_per_group"]
 
-# what is read back per sample: verl's agent loop keeps the reward function's returned dict under
-# extra_fields["reward_extra_info"]
+# where verl's agent loop keeps the reward function's returned dict
 READ_FIELDS = ["data_source", "extra_fields"]
 EVICTED = "training/filter_groups/evicted_samples"  # verl's metric (summed over a step's iterations)
 
@@ -38,7 +32,7 @@ def group_of(key: str) -> tuple[str, str]:
 
 
 def sessions_per_group(keys: Iterable[str]) -> dict[str, int]:
-    """Prompt uid -> the sessions (not keys: a session may have several outputs) of its group among ``keys``.
+    """Prompt uid -> the sessions (not keys: a session may have several outputs) among ``keys``.
 
     >>> sessions_per_group(["a_0_0", "a_1_0", "b_0_0", "b_0_1"])
     {'a': 2, 'b': 1}

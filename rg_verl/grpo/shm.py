@@ -1,9 +1,4 @@
-"""Shared-memory segments a run's processes leave behind in ``/dev/shm``, removed when the run ends.
-
-Ray kills a run's actors, so vLLM's ``psm_*`` queues, verl's ``verl_weights_*`` buckets and joblib's semaphores stay.
-:class:`RunSegments` looks every few seconds for segments of :data:`PREFIXES` that this process or a descendant
-maps or holds open; at the end, those no live process uses are unlinked. Another program's segment is never one.
-"""
+"""Shared-memory segments a run's killed processes leave in ``/dev/shm``, removed when the run ends (docs/cpu.md)."""
 
 from __future__ import annotations
 
@@ -18,11 +13,11 @@ from pathlib import Path
 logger = logging.getLogger(__name__)
 
 SHM = Path("/dev/shm")
-# the names of the segments a run's processes create (vLLM's queues, verl's weight sync)
+
 PREFIXES = ("psm_", "verl_weights_")
 # joblib's named semaphores carry the pid of the process that made them
 LOKY = re.compile(r"^sem\.loky-(\d+)-")
-# how long the killed processes of a run may take to let go of their segments
+
 GRACE_S = 10.0
 
 
@@ -35,8 +30,7 @@ def snapshot(shm: Path = SHM) -> set[str]:
 
 
 def used_by(pids: Iterable[int], shm: Path = SHM) -> set[str]:
-    """The names in ``shm`` that the processes ``pids`` map or hold open (read off ``/proc``; a process that has
-    ended or is not ours to read is skipped)."""
+    """The names in ``shm`` that the processes ``pids`` map or hold open, read off ``/proc`` where it can be."""
     prefix, used = f"{shm}/", set()
     for pid in pids:
         try:
@@ -64,8 +58,7 @@ def in_use(shm: Path = SHM) -> set[str]:
 
 
 def run_processes() -> set[int]:
-    """This process and its descendants now. Never raises (the cleanup must not hide how the run ended): a failure
-    is logged, and the answer is empty."""
+    """This process and its descendants now; a failure is logged and gives none (it must not hide how a run ended)."""
     import psutil
 
     try:
@@ -77,9 +70,7 @@ def run_processes() -> set[int]:
 
 
 def owned(before: set[str], shm: Path = SHM, pids: set[int] | None = None) -> set[str]:
-    """The run's segments among those that appeared in ``shm`` since ``before``: those named like :data:`PREFIXES`
-    that one of the run's processes ``pids`` (by default this process and its descendants now) uses, and joblib's
-    semaphores that one of them made."""
+    """The run's new segments since ``before``: :data:`PREFIXES` ones that ``pids`` use, joblib's that they made."""
     new = snapshot(shm) - before
     if not new:
         return set()
@@ -89,8 +80,7 @@ def owned(before: set[str], shm: Path = SHM, pids: set[int] | None = None) -> se
 
 
 def remove_leftovers(ours: set[str], shm: Path = SHM, grace_s: float = GRACE_S) -> list[str]:
-    """Unlink those of the run's segments ``ours`` (:func:`owned`) still in ``shm`` that no live process uses,
-    waiting up to ``grace_s`` for killed processes to let go. Returns the names removed."""
+    """Unlink ``ours`` still in ``shm`` once no live process uses them (up to ``grace_s``); returns those removed."""
     deadline, removed, left = time.monotonic() + grace_s, [], set(ours)
     while left:
         left &= snapshot(shm)
@@ -111,10 +101,7 @@ def remove_leftovers(ours: set[str], shm: Path = SHM, grace_s: float = GRACE_S) 
 
 
 class RunSegments:
-    """A context that removes, when it ends, the segments the processes started inside it left behind.
-
-    It looks every ``every_s`` seconds, since a run's processes may be gone by the end, and once more at the end.
-    """
+    """A context that removes the segments its processes left, looking every ``every_s`` (they may end before)."""
 
     def __init__(self, shm: Path = SHM, every_s: float = 5.0, grace_s: float = GRACE_S):
         self.shm, self.every_s, self.grace_s = shm, every_s, grace_s

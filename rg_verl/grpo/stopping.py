@@ -23,14 +23,11 @@ TERM_GRACE_S = 3.0
 
 
 class Interrupted(KeyboardInterrupt):
-    """Raised in the main thread by a stop signal or a dead engine. A KeyboardInterrupt: the one exception Ray's
-    ``ray.get`` lets a signal handler raise (it raises a new one in its place); :class:`StopSignals` keeps the
-    reason."""
+    """Raised in the main thread by a stop signal or a dead engine; the one exception Ray's ``ray.get`` lets through."""
 
 
 class RunStopped(SystemExit):
-    """The run stopped early: ``line`` is what the command prints, ``code`` its exit status. ``hard_exit``: Ray did
-    not shut down in time, and its exit hook would wait for it, so the command ends with ``os._exit``."""
+    """The run stopped early: ``line`` to print, ``code``; ``hard_exit``: Ray hung, so the command uses ``os._exit``."""
 
     def __init__(self, line: str, code: int, hard_exit: bool = False):
         super().__init__(code)
@@ -48,8 +45,7 @@ def run_processes(exclude: set[int] = frozenset()) -> list:
 
 
 def end_processes(processes: list, grace_s: float = TERM_GRACE_S) -> list:
-    """SIGTERM those of ``processes`` still running, then SIGKILL whatever is left after ``grace_s``; returns those
-    that had to be killed."""
+    """SIGTERM ``processes``, SIGKILL what is left after ``grace_s``; returns those that had to be killed."""
     import psutil
 
     alive = [p for p in processes if p.is_running()]
@@ -69,10 +65,8 @@ def end_processes(processes: list, grace_s: float = TERM_GRACE_S) -> list:
 
 
 def teardown(ours: bool, exclude: set[int] = frozenset(), shutdown_s: float = SHUTDOWN_S) -> bool:
-    """End the run's Ray work: ``ray.shutdown()`` within ``shutdown_s`` (on a cluster started elsewhere, or by the
-    caller, that ends this job and so its actors: a hung trainer must not live on), then, where this process started
-    Ray (``ours``), every process of the run that is still there (not those in ``exclude``: the ones from before the
-    run). Returns whether Ray shut down in time."""
+    """``ray.shutdown()`` within ``shutdown_s``, then, where Ray is ``ours``, the run's other processes killed (not
+    ``exclude``). Returns whether Ray shut down in time."""
     import ray
 
     processes = run_processes(exclude) if ours else []  # before Ray goes: its orphans are no longer our descendants
@@ -86,11 +80,8 @@ def teardown(ours: bool, exclude: set[int] = frozenset(), shutdown_s: float = SH
 
 
 class StopSignals:
-    """SIGINT and SIGTERM raise :class:`Interrupted` in the main thread while the block runs; :meth:`fire` does the
-    same from any thread (a dead engine). :attr:`reason` and :attr:`code` (the exit status) say which. A signal
-    after the first, or once :meth:`tearing_down` is called, kills the run's processes (not :attr:`before`, this
-    process's children from before the block) and exits at once. ``ray.init`` puts its own SIGTERM handler in place:
-    :meth:`install` puts ours back. Outside the main thread (the Python API called from a thread) it does nothing."""
+    """SIGINT and SIGTERM (or :meth:`fire`, from any thread) raise :class:`Interrupted` in the main thread; a second
+    signal, or one after :meth:`tearing_down`, kills the run's processes and exits. Outside the main thread: nothing."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -149,8 +140,7 @@ def resume_command(argv: list[str] | None = None) -> str:
 
 
 def stop_line(reason: str, folder: str | os.PathLike, command: str | None = None, resume_mode: str = "auto") -> str:
-    """The line a run that stopped early ends with: ``reason``, the checkpoints in ``folder``, how to resume (with
-    ``trainer.resume_mode=auto`` where the run had another mode, which would not resume from the last checkpoint)."""
+    """The line a run that stopped early ends with: ``reason``, the checkpoints in ``folder``, how to resume."""
     folder = Path(folder).expanduser().absolute()
     step, interrupted = checkpoint_state(folder)
     saved = "no complete checkpoint" if step is None else f"the last complete checkpoint is step {step} in {folder}"

@@ -1,8 +1,6 @@
 """rg-verl's V1 trainer (``trainer.v1.trainer_mode=rg_verl``): verl's synchronous GRPO trainer plus per-dataset metrics.
 
-After each step: ``train/<data_source>/<key>`` means from verl's TransferQueue, group shares, curriculum updates, a
-progress line and the reward curve. A saved step enters ``latest_checkpointed_iteration.txt`` only once verl has
-logged it, so a resumed run never misses a step in the logs (docs/configs.md, "A run that must stop").
+A saved step is tracked only once verl has logged it (docs/configs.md, "A run that must stop").
 """
 
 import logging
@@ -38,8 +36,7 @@ class ReasoningGymTrainer(PPOTrainerSync):
         self.unlogged_save: int | None = None  # a step saved, not yet logged, and so not yet in the tracker
 
     def defers_tracker(self) -> bool:
-        """Whether a saved step can wait to be tracked: the tracked checkpoint must survive the next save (verl
-        deletes all but ``max_*_ckpt_to_keep`` of them), and verl writes no tracker itself on asynchronous saves."""
+        """Whether a saved step can wait to be tracked: saves are synchronous and keep the tracked one past the next."""
         trainer, actor = self.config.trainer, self.config.actor_rollout_ref.actor
         if (actor.get("checkpoint") or {}).get("async_save", False):
             return False
@@ -47,8 +44,7 @@ class ReasoningGymTrainer(PPOTrainerSync):
         return not trainer.get("remove_previous_ckpt_in_save", False) and all(not k or k >= 2 for k in keep)
 
     def _save_checkpoint(self):
-        # verl's method: saves the step, then writes it into the tracker; the tracker goes back to the last logged
-        # step until this one is logged too (on_step_begin, fit)
+        # verl's method; the tracker goes back to the last logged step until this one is logged (on_step_begin, fit)
         tracker = Path(self.config.trainer.default_local_dir) / TRACKER
         before = tracker.read_text() if tracker.exists() else None
         super()._save_checkpoint()
@@ -88,8 +84,7 @@ class ReasoningGymTrainer(PPOTrainerSync):
         reward_metrics = {**reward_means(data_sources, infos), **group_outcomes(groups)}
         metrics.update(reward_metrics)
         metrics.update(category_means(reward_metrics))
-        # deliberately lazy: this module loads in every Ray process of a run, and only the trainer's needs the dataset
-        # (and reasoning-gym, about a CPU-second to import)
+        # lazy: this module loads in every Ray process, and only the trainer's needs the dataset (and reasoning-gym)
         from rg_verl.data.dataset import ReasoningGymDataset
 
         if isinstance(self.train_dataset, ReasoningGymDataset):
@@ -111,7 +106,7 @@ class ReasoningGymTrainer(PPOTrainerSync):
             self.print_progress(global_steps, metrics)
 
     def print_progress(self, step: int, metrics: dict) -> None:
-        # the step, its save and its validation
+
         self.step_seconds.append(float(metrics.get("timing_s/step", 0.0)) + float(metrics.get("timing_s/testing", 0.0)))
         per_step = sum(self.step_seconds) / len(self.step_seconds)
         left = per_step * max(self.total_training_steps - step, 0)
@@ -125,8 +120,7 @@ class ReasoningGymTrainer(PPOTrainerSync):
         return {**metrics, **category_means(metrics)}
 
     def sampled_groups(self, batch) -> list[SampledGroup]:
-        """Every group the step sampled: from rg-verl's replay buffer, which keeps the ones it dropped, or
-        read back from the trained batch under another sampler."""
+        """Every group the step sampled: from rg-verl's replay buffer (dropped ones too), else the trained batch."""
         if isinstance(self.replay_buffer, CompleteGroupsBuffer):
             return self.replay_buffer.take_groups()
         return groups_of(*read_rewards(batch.keys, batch.partition_id))

@@ -12,8 +12,7 @@ __all__ = ["EngineWatch"]
 logger = logging.getLogger(__name__)
 
 class EngineWatch:
-    """A thread that polls the run's rollout servers every ``every_s`` seconds; a busy server is never taken for
-    dead."""
+    """A thread that polls the run's rollout servers every ``every_s`` seconds; a busy server is not taken for dead."""
 
     def __init__(self, on_death, every_s: float = 2.0):
         self.on_death, self.every_s = on_death, every_s

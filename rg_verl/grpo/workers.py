@@ -1,8 +1,4 @@
-"""A Ray worker that died: found and named, so a run stops with the reason instead of retrying in vain.
-
-At the first failed group the replay buffer asks Ray's state API which of the run's actors died, and each rollout
-server whether its vLLM engine runs (:func:`engine_error`); without the state API no dead actor is found.
-"""
+"""A Ray worker that died, found through Ray's state API and named, so a run stops with the reason."""
 
 from __future__ import annotations
 
@@ -24,8 +20,7 @@ _INTENDED = ("INTENDED_USER_EXIT", "INTENDED_SYSTEM_EXIT", "ray.kill")
 
 
 class WorkerDiedError(RuntimeError):
-    """A Ray actor of the run died; the message (one line) names it. The driver ends the run on it
-    (:mod:`rg_verl.grpo.stopping`), saying how to resume."""
+    """A Ray actor of the run died; the one-line message names it, and the driver ends the run on it."""
 
 
 @dataclass(frozen=True)
@@ -60,8 +55,7 @@ def _from_state(actor) -> DeadActor:
 
 
 def from_error(name: str, error: Exception) -> DeadActor:
-    """A dead actor as Ray's ``ActorDiedError`` describes it (its ``class_name:``, ``pid:`` and ``ip:`` lines, then
-    the cause), where the state API has no account of it."""
+    """A dead actor as Ray's ``ActorDiedError`` describes it, where the state API has no account of it."""
     fields, cause = {}, []
     for line in str(error).splitlines():
         key, sep, value = line.strip().partition(": ")
@@ -84,8 +78,7 @@ def dead_actors() -> list[DeadActor]:
         return []
     context = ray.get_runtime_context()
     try:
-        # the address of this process's own cluster: on a machine that runs several, Ray would refuse to guess; the
-        # job's actors only: a cluster that outlives runs keeps an earlier run's dead actors, of the same names
+        # this cluster's address (Ray refuses to guess among several); this job's actors (earlier runs' share names)
         states = list_actors(
             address=context.gcs_address, filters=[("state", "=", "DEAD"), ("job_id", "=", context.get_job_id())],
             detail=True, timeout=STATE_TIMEOUT_S, raise_on_missing_output=False,
@@ -127,8 +120,7 @@ def exit_text(code: int | None) -> str:
 
 
 def engine_error(server) -> str | None:
-    """Inside a rollout server actor: None while its vLLM engine runs (or none yet), else what vLLM says of the
-    death."""
+    """Inside a rollout server actor: None while its vLLM engine runs (or none yet), else what vLLM says of it."""
     engine = getattr(server, "engine", None)
     if engine is None or not getattr(engine, "errored", False):
         return None
@@ -149,8 +141,7 @@ def engine_death(name: str, error: str) -> str:
 
 
 def dead_engines(timeout_s: float = STATE_TIMEOUT_S) -> list[str]:
-    """The rollout servers of this run whose vLLM engine died, each in words; a server that does not answer within
-    ``timeout_s`` is left out (a dead server actor is :func:`dead_actors`' to name)."""
+    """The rollout servers whose vLLM engine died, in words; one not answering within ``timeout_s`` is left out."""
     import ray
 
     if not ray.is_initialized():
@@ -167,8 +158,7 @@ def dead_engines(timeout_s: float = STATE_TIMEOUT_S) -> list[str]:
 
 
 def raise_if_a_worker_died(what: str) -> None:
-    """Raise :class:`WorkerDiedError` naming every actor and rollout engine of the run that died; ``what`` (what
-    failed) is logged."""
+    """Raise :class:`WorkerDiedError` naming every actor and engine of the run that died; logs ``what`` failed."""
     dead = [actor.describe() for actor in dead_actors()] + dead_engines()
     if dead:
         logger.error("%s, and a worker of this run is dead", what)
