@@ -1,7 +1,6 @@
-"""Trajectories as the batches verl's engines take: jagged nested tensors, one row (prompt + response ids) each.
+"""Trajectories as the batches verl's engines take: nested tensors, a row (prompt + response ids) each.
 
-Response column t is the state before response token t. The epoch order is a pure function of (seed, epoch), so
-a resumed run takes the batches it would have taken.
+Response column t is the state before response token t; the epoch order is a pure function of (seed, epoch).
 """
 
 from __future__ import annotations
@@ -65,8 +64,7 @@ def engine_batch(
     extra: dict[str, Sequence[torch.Tensor]] | None = None,
     **meta: Any,
 ) -> TensorDict:
-    """The engine batch of ``trajectories``: :data:`SEQUENCE_FIELDS`, plus ``extra`` response-length fields
-    (``ref_log_prob``, ``old_log_probs``, ``values``) and the non-tensor ``meta`` (``global_batch_size``, ...)."""
+    """The engine batch of ``trajectories``: :data:`SEQUENCE_FIELDS`, ``extra`` response-length fields and ``meta``."""
     rows = [_row(t, s) for t, s in zip(trajectories, starts, strict=True)]
     tensors = {name: nested([row[name] for row in rows]) for name in SEQUENCE_FIELDS}
     for name, values in (extra or {}).items():
@@ -77,9 +75,7 @@ def engine_batch(
 
 
 def unbind_responses(output: torch.Tensor, response_lengths: Sequence[int]) -> list[torch.Tensor]:
-    """The response part of each row of a whole-row model output (nested [B, j]), as detached 1-D float tensors:
-    column t is the output at the position before response token t (the state s_t), cut by verl's own
-    ``response_from_nested``, the alignment verl's losses use."""
+    """The response part (s_t at column t) of each row of a whole-row output, by verl's ``response_from_nested``."""
     if not output.is_nested:  # a dense [B, j] output of whole rows of one length
         output = nested(list(output))
     mask = nested([torch.ones(n, dtype=torch.long) for n in response_lengths])
@@ -87,8 +83,7 @@ def unbind_responses(output: torch.Tensor, response_lengths: Sequence[int]) -> l
 
 
 class BatchPlan:
-    """Which trajectories make each step's batch (a permutation of ``seed + epoch``), and which of them this rank
-    takes."""
+    """Which trajectories make each step's batch (a permutation of ``seed + epoch``), and which this rank takes."""
 
     def __init__(self, size: int, global_batch: int, seed: int, shuffle: bool, rank: int = 0, ranks: int = 1):
         if size < global_batch:
@@ -118,8 +113,7 @@ class BatchPlan:
 
 
 def chunks(indices: Sequence[int], size: int, rank: int = 0, ranks: int = 1) -> list[list[int]]:
-    """``indices`` in chunks of ``size`` per rank, the same number on every rank (FSDP needs every rank in every
-    forward)."""
+    """``indices`` in chunks of ``size`` per rank, as many on every rank (FSDP needs every rank in every forward)."""
     if not indices:
         return []
     per_round = size * ranks

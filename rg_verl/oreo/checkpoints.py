@@ -1,7 +1,4 @@
-"""OREO checkpoints: ``global_step_N/{actor,critic}`` in verl's FSDP layout, plus ``trainer_state.json``.
-
-The tracker file is written last, so a run killed mid-save resumes from the previous complete checkpoint.
-"""
+"""OREO checkpoints: ``global_step_N/{actor,critic}`` in verl's FSDP layout and ``trainer_state.json``, tracker last."""
 
 from __future__ import annotations
 
@@ -42,8 +39,7 @@ def trajectories_key(trajectories: Sequence[Any]) -> str:
 
 
 def _mark_value_model(critic_dir: Path) -> None:
-    """The critic's ``huggingface/config.json`` names the token-classification class, so the converted
-    model loads with ``AutoModelForTokenClassification`` (and the converter picks that class)."""
+    """The critic's ``huggingface/config.json`` names ``AutoModelForTokenClassification``'s class, for the converter."""
     path = critic_dir / "huggingface" / "config.json"
     if not path.is_file():
         return

@@ -1,5 +1,4 @@
-"""``rg-verl oreo <collect|train|rft|iterate>``: OREO's two steps, each the code of its script, its baseline,
-and iterated OREO."""
+"""``rg-verl oreo <collect|train|rft|iterate>``: OREO's two steps, its baseline, and iterated OREO."""
 
 from __future__ import annotations
 

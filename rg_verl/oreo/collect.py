@@ -1,8 +1,4 @@
-"""Collect OREO's offline trajectories from a training config: ``rg-verl oreo collect``.
-
-The items are GRPO's (``ReasoningGymDataset``), scored by ``compute_score`` with the config's ``reward_kwargs``;
-shards are written atomically, and ``--resume`` refuses settings that differ from the manifest.
-"""
+"""``rg-verl oreo collect``: OREO's offline trajectories of a training config's items, scored by its reward."""
 
 from __future__ import annotations
 
@@ -178,7 +174,7 @@ def collect(config: Any, args: argparse.Namespace, *, config_ref: dict | None = 
     return out
 
 
-# ---- the command line
+
 
 
 DESCRIPTION = (

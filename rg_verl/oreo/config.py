@@ -1,5 +1,4 @@
-"""The sections of an OREO config that rg-verl declares (``oreo``, ``data``, ``trainer``), and the checks a run
-passes before any model loads (:func:`validate`)."""
+"""The ``oreo``, ``data`` and ``trainer`` sections of an OREO config, checked before any model loads."""
 
 from __future__ import annotations
 

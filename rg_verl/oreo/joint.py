@@ -1,9 +1,4 @@
-"""One OREO update of both models, with one forward and one backward of each model per micro-batch.
-
-Each loss reads the other model's quantities from before either update, as OREO's trainer does; verl's
-``train_batch`` runs forward and backward in one call, so the actor runs nested in the critic's loss instead
-(``docs/oreo.md``).
-"""
+"""One OREO update of both models, one forward and backward of each per micro-batch (nested: ``docs/oreo.md``)."""
 
 from __future__ import annotations
 
@@ -30,8 +25,7 @@ def _response_lengths(data: TensorDict) -> list[int]:
 
 
 def _with_field(data: TensorDict, name: str, rows: list[torch.Tensor], device: torch.device) -> TensorDict:
-    """A shallow copy of ``data`` with the response-length field ``name`` (the engines add keys to what they
-    are given, so neither model's call sees the other's)."""
+    """A shallow copy of ``data`` with field ``name`` (the engines add keys: neither model sees the other's)."""
     copy = data.clone(recurse=False)
     copy[name] = nested([row.to(device) for row in rows])
     return copy
@@ -90,8 +84,7 @@ def joint_update(
     actor: TrainingWorker, critic: TrainingWorker, batch: TensorDict, policy_loss: Loss, value_loss: Loss,
     update_lr: bool = True,
 ) -> dict[str, dict[str, Any]]:  # fmt: skip
-    """Both models' update on ``batch`` (this rank's rows, with ``ref_log_prob``, ``returns`` and the engine
-    fields; no ``values`` or ``old_log_probs``): ``{"actor": metrics, "critic": metrics}``."""
+    """Both models' update on this rank's ``batch`` (with ``ref_log_prob`` and ``returns``): their metrics by role."""
     for name, value in _defaults(critic).items():
         if name not in batch.keys():
             tu.assign_non_tensor(batch, **{name: value})

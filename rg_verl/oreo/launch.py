@@ -75,8 +75,7 @@ def build_parser(prog: str = "rg-verl oreo train") -> argparse.ArgumentParser:
 
 
 def refuse_before_hydra(argv: Sequence[str], prog: str = "train_oreo.py") -> None:
-    """What ``train_oreo.py`` checks before its ``@hydra.main`` starts, as :func:`main` does: a YAML file of the config
-    that does not parse exits with one line (:func:`rg_verl.common.compose.preflight`)."""
+    """What ``train_oreo.py`` checks before ``@hydra.main``: a YAML file that does not parse exits with one line."""
     if not any(arg in HELP_FLAGS for arg in argv):
         preflight(build_parser(prog), argv, job_name="train_oreo")
 

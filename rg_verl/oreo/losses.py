@@ -59,8 +59,7 @@ class OreoLossConfig:
             )
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# pure tensor functions on padded [B, R] tensors
+# ---- pure tensor functions on padded [B, R] tensors
 
 
 def reverse_cumsum(x: torch.Tensor) -> torch.Tensor:
@@ -167,8 +166,7 @@ def kl_terms(log_probs: torch.Tensor, ref_log_prob: torch.Tensor, mask: torch.Te
     return _masked(kld, mask).sum(-1) / _lengths(mask)
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# verl-signature adapters
+# ---- verl-signature adapters
 
 
 def _scale(data: TensorDict) -> float:
@@ -207,8 +205,7 @@ def _padded_fields(data: TensorDict, model_tensor: torch.Tensor, fields: list[st
     _check_lengths(data, fields)
     padded = data.select(*fields).to_padded_tensor()
     response = no_padding_2_padding(model_tensor, data)
-    # each field pads to a width of its own (max_response_len, or a nested tensor's recorded maximum), all at least
-    # the longest response: cut them to the narrowest, which drops padding only
+    # each field pads to a width of its own, all at least the longest response: the narrowest drops padding only
     width = min(response.shape[-1], *(padded[name].shape[-1] for name in fields))
     padded = {name: padded[name][:, :width] for name in fields}
     return response[:, :width], padded, padded["response_mask"].bool()

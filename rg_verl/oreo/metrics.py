@@ -36,10 +36,8 @@ def _average_ranks(scores: np.ndarray) -> np.ndarray:
 def roc_auc(scores: Sequence[float], labels: Sequence[int | bool]) -> float:
     """The area under the ROC curve of ``scores`` for 0/1 ``labels`` (ties count one half); NaN when a class is absent.
 
-    >>> roc_auc([0.1, 0.4, 0.35, 0.8], [0, 0, 1, 1])
-    0.75
-    >>> roc_auc([1.0, 1.0], [0, 1])
-    0.5
+    >>> roc_auc([0.1, 0.4, 0.35, 0.8], [0, 0, 1, 1]), roc_auc([1.0, 1.0], [0, 1])
+    (0.75, 0.5)
     >>> math.isnan(roc_auc([0.3, 0.7], [1, 1]))
     True
     """

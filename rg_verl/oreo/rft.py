@@ -30,9 +30,7 @@ __all__ = ["CPU_SETTINGS", "build_parser", "main", "rft_rows", "sft_config"]
 logger = logging.getLogger(__name__)
 
 DATA_FILE = "rft_train.parquet"
-# verl's SFT config on the CPU platform, as the OREO CPU configs have it: FSDP2, sdpa attention, no compile, no
-# remove-padding (flash-attention's kernels), float32 throughout (bf16 autocast is slow on a CPU), no
-# gradient checkpointing, no data-loader workers
+# verl's SFT config on the CPU platform, as the OREO CPU configs have it (float32: bf16 autocast is slow on a CPU)
 CPU_SETTINGS = {
     "trainer.device": "cpu", "engine.strategy": "fsdp2", "model.override_config.attn_implementation": "sdpa",
     "engine.use_torch_compile": False, "model.use_remove_padding": False,
@@ -44,8 +42,7 @@ CPU_SETTINGS = {
 def rft_rows(
     trajectories: Sequence[Trajectory], per_item: int | None = None, min_reward: float = 1.0
 ) -> list[dict[str, Any]]:
-    """The SFT conversations of the trajectories whose ``reward`` is at least ``min_reward``: per item,
-    distinct responses, lowest sample first, at most ``per_item``."""
+    """SFT conversations of trajectories rewarded ``min_reward`` or more: per item up to ``per_item`` distinct ones."""
     if per_item is not None and per_item < 1:
         raise ConfigError(f"--per-item: {per_item} is below 1; keep at least one response per item, or leave it out")
     kept: dict[str, list[Trajectory]] = defaultdict(list)

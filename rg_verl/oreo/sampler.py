@@ -1,8 +1,4 @@
-"""One collection's sampling: items through a backend, scored by the training reward, into trajectory shards.
-
-Each batch is scored in a worker thread while the backend samples the next; its seed is :func:`chunk_seed`, so a
-repeated or resumed run asks for the same completions.
-"""
+"""One collection's sampling: items through a backend, scored in a thread by the training reward, into shards."""
 
 from __future__ import annotations
 
@@ -79,8 +75,7 @@ class Sampler:
             self.report(f"{split} shard {number + 1}/{len(shards)}", rows, time.time() - started)
 
     def shard_rows(self, split: str, dataset: Any, first: int, end: int) -> list[dict]:
-        """The rows of items ``[first, end)``, each batch scored in a worker thread while the backend samples the
-        next."""
+        """The rows of items ``[first, end)``, each batch scored while the backend samples the next."""
         size, rows, pending = self.manifest["batch_size"], [], None
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="oreo-score") as pool:
             for chunk in range(first, end, size):

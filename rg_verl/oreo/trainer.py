@@ -1,8 +1,4 @@
-"""The OREO training loop on verl's engines: a policy and a value model, each a verl ``TrainingWorker``.
-
-Reference log-probs are computed once and stored, so a resumed run never recomputes them with trained weights;
-``docs/oreo.md`` gives the run's steps.
-"""
+"""The OREO training loop: a policy and a value model, each a verl ``TrainingWorker`` (``docs/oreo.md``)."""
 
 from __future__ import annotations
 
@@ -176,8 +172,7 @@ class OreoTrainer:
         return [mine[i] for i in range(len(items))]
 
     def _reference(self) -> list[torch.Tensor]:
-        """The reference log-probs of every training trajectory (computed once, then read from disk): of the
-        actor's starting weights, or of the model folder ``oreo.reference`` names."""
+        """Every training trajectory's reference log-probs, computed once (starting weights or ``oreo.reference``)."""
         path = self.out / REFERENCE_FILE
         source = self.settings.oreo.reference
         key = checkpoints.trajectories_key(self.train) + ("" if source == ACTOR_INIT else f"|{Path(source).resolve()}")

@@ -1,8 +1,4 @@
-"""OREO's trajectory files: their parquet schema, writing shards, and loading them for training.
-
-One row per sampled completion: ids as the policy was conditioned on, the response ids, and the reward columns
-of ``compute_score``; each shard's metadata (:data:`METADATA_KEY`) names its split, items and tokenizer.
-"""
+"""OREO's trajectory files (a row per completion, metadata per shard): their schema, writing and loading."""
 
 from __future__ import annotations
 
@@ -67,8 +63,7 @@ def _reward_keys(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def shard_table(rows: Sequence[Mapping[str, Any]], metadata: Mapping[str, Any]) -> pa.Table:
-    """The parquet table of one shard: the base columns, the reward columns (float64; a value a row lacks
-    is null) and ``metadata`` as JSON under :data:`METADATA_KEY`."""
+    """The parquet table of one shard: base and reward columns, and ``metadata`` as JSON under :data:`METADATA_KEY`."""
     fields = [pa.field(name, kind) for name, kind in BASE_FIELDS]
     fields += [pa.field(key, pa.float64()) for key in _reward_keys(rows)]
     schema = pa.schema(fields, metadata={METADATA_KEY: json.dumps(dict(metadata), sort_keys=True)})
@@ -263,8 +258,7 @@ def _field(row: Any, name: str) -> Any:
 
 
 def balance(rows: Iterable[Any], m: int) -> list[Any]:
-    """OREO's balancing rule per ``uid``: at most ``m`` right and ``m`` wrong, #right <= max(#wrong, 1), lowest
-    ``sample_idx`` first."""
+    """OREO's balancing per ``uid``: up to ``m`` right and wrong, #right <= max(#wrong, 1), lowest sample first."""
     rows = list(rows)
     if isinstance(m, bool) or not isinstance(m, int) or m < 1:
         raise ConfigError(f"balance: {m!r} is not a positive number of completions per kind; set one, e.g. 4")
@@ -295,8 +289,7 @@ def load_trajectories(
 ) -> list[Trajectory]:
     """The trajectories of ``path`` (a split folder, a parquet file, or a list), in file then row order.
 
-    ``reward = row[reward_key] * reward_mul + reward_add``; ``balance`` is :func:`balance`'s ``m``, applied after
-    ``max_length``; ``permute_seed`` shuffles (reward, accuracy) pairs across the kept rows (a negative control).
+    ``reward = row[reward_key] * reward_mul + reward_add``; ``permute_seed`` shuffles (reward, accuracy) pairs.
     """
     expected = tokenizer_fingerprint(tokenizer) if tokenizer is not None else None
     rows: list[Trajectory] = []

@@ -1,8 +1,4 @@
-"""The value model's starting folder: the policy's weights under a one-label token-classification head of zeros.
-
-OREO starts V(s) at 0 for every state; transformers initialises the ``score`` head at random, so the folder is
-written here with the head zeroed. ``value_init.json`` records the source and a completed write.
-"""
+"""The value model's starting folder: the policy's weights under a one-label head of zeros (OREO starts V at 0)."""
 
 from __future__ import annotations
 
