@@ -1,7 +1,5 @@
 """Evaluate a model on reasoning-gym items: batched generation, the reward's scorer, the usual metrics.
 
-    python evaluation/evaluate_model.py --config evaluation/configs/smoke.yaml [--model-path DIR] [--resume]
-
 ``docs/evaluation.md`` describes the config, the backends, the metrics and the reports.
 """
 

@@ -1,5 +1,4 @@
-"""Command lines of the evaluation room: the evaluator's (:func:`main`; ``evaluation/evaluate_model.py`` calls it)
-and ``rg-verl demo``'s (:func:`demo`; the question loop is ``rg_verl.evaluation.demo``)."""
+"""Command lines of the evaluation room: the evaluator's (:func:`main`) and ``rg-verl demo``'s (:func:`demo`)."""
 
 from __future__ import annotations
 
@@ -80,7 +79,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     return 0
 
 
-# ---- rg-verl demo
+
 
 
 def _json_object(text: str) -> dict:

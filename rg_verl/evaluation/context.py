@@ -1,9 +1,6 @@
-"""Every prompt of an evaluation, with ``max_tokens`` of response, fits the model's context: checked before any model
-loads (:func:`check_context`).
+"""Every prompt of an evaluation, with ``max_tokens`` of response, fits the model's context: checked before it loads.
 
-Prompts are counted through the model's chat template as the backend sends them; the context is the model's
-config (``vllm``: or a smaller ``max_model_len``), or what an ``openai`` server reports. A model without a local
-tokenizer, or a server that reports no context, is not checked; a retry episode counts its first try only.
+A model without a local tokenizer, or a server that reports no context, is not checked.
 """
 
 from __future__ import annotations
@@ -69,8 +66,7 @@ def _tokenizer(config: EvalConfig) -> Any | None:
 
 
 def longest_prompt(config: EvalConfig, datasets: list[EvalDataset], tokenizer: Any) -> LongestPrompt | None:
-    """The longest prompt of ``datasets`` (the first one of the greatest length), tokenized as the backend sends it;
-    None without items."""
+    """The (first) longest prompt of ``datasets``, tokenized as the backend sends it; None without items."""
     fields = {
         id(entry): f"categories[{i}].datasets[{j}]"
         for i, category in enumerate(config.categories)

@@ -1,7 +1,5 @@
-"""The evaluation config's ``decoding:`` section: plain sampling, or OREO's value-guided search.
-
-``value_beam`` (:func:`rg_verl.search.beam.value_beam`) and ``value_rerank`` (best of ``samples``) need a value model
-beside the policy on the ``hf`` or ``vllm`` backend; its files are checked before any weights load.
+"""The evaluation config's ``decoding:`` section: plain sampling, or OREO's value-guided search (``value_beam``,
+``value_rerank``), whose value model's files are checked before any weights load.
 """
 
 from __future__ import annotations
@@ -17,7 +15,7 @@ from rg_verl.common.tokenizer import tokenizer_fingerprint
 __all__ = ["DECODING_MODES", "DecodingConfig", "check_value_model"]
 
 DECODING_MODES = ("sample", "value_beam", "value_rerank")
-# the backends a value mode runs on (rg_verl.evaluation.backends.SEARCH_BACKENDS)
+
 SEARCH_POLICIES = ("hf", "vllm")
 # a model folder with one of these has a tokenizer of its own
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")

@@ -1,8 +1,6 @@
 """``rg-verl demo <model_dir>``: ask a model questions, and see its reasoning, its answer and its score.
 
-A line of stdin is a question or a command (``:item <dataset> [index]``, ``:datasets``, ``:help``, ``:quit``).
-Questions go to the model as training sends them; model output is only printed (control characters escaped).
-:func:`run_demo` takes any ``generate(messages) -> text``, so it runs without a model.
+:func:`run_demo` takes any ``generate(messages) -> text``; model output is only printed, control characters escaped.
 """
 
 from __future__ import annotations
@@ -18,7 +16,7 @@ from rg_verl.reward import compute_score, extract_answer
 
 Generate = Callable[[Messages], str]
 
-# items per dataset the demo can draw (indexes 0 .. ITEMS_PER_DATASET - 1); nothing is generated ahead
+# items per dataset the demo can draw; nothing is generated ahead
 ITEMS_PER_DATASET = 100_000
 DEFAULT_SEED = 42  # the evaluation configs' default item seed
 HELP = """\

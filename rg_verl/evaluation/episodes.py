@@ -50,8 +50,7 @@ def run_episodes(
     retry: RetryConfig,
     judge: Callable[[int, str], float],
 ) -> list[list[Episode]]:
-    """``n`` episodes per prompt, each ending at its first right answer (``judge``: 1.0) or after
-    ``retry.max_turns``."""
+    """``n`` episodes per prompt, each ending at its first right answer (``judge``: 1.0) or ``retry.max_turns``."""
     first = backend.generate(prompts, n, sampling)
     episodes = [[Episode([c], [judge(i, c.text)]) for c in completions] for i, completions in enumerate(first)]
     for _ in range(1, retry.max_turns):

@@ -1,8 +1,4 @@
-"""Evaluation items: one ``ReasoningGymDataset`` (its ``eval`` split) per dataset entry of the config.
-
-A file dataset gives its rows in order; ``items: reference`` gives reasoning-gym's own items
-(``rg_verl.data.reference_questions``), keyed apart in items.jsonl so a run resumes either way.
-"""
+"""Evaluation items: a ``ReasoningGymDataset``'s ``eval`` split, a file's rows, or reasoning-gym's own per entry."""
 
 from __future__ import annotations
 
@@ -20,7 +16,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["EvalDataset", "eval_datasets", "eval_split", "prompt_messages"]
 
-# what EvalDataset.kind says: the evaluation split, reasoning-gym's own items, or a file's rows
+
 SPLIT, REFERENCE = ITEMS
 FILE = "file"
 
@@ -48,8 +44,7 @@ class EvalDataset:
 
     @classmethod
     def build(cls, category: str, entry: DatasetEntry, items: str = SPLIT) -> EvalDataset:
-        """The dataset of ``entry`` on the items the config asks for; a generator with no evaluation share gets no
-        item."""
+        """The dataset of ``entry`` on the items asked for; a generator with no evaluation share gets none."""
         if entry.source is None and items == REFERENCE:
             reference = ReferenceItems(entry.dataset, entry.params, entry.seed, entry.size)
             return cls(category=category, entry=entry, items=reference, size=entry.size, kind=REFERENCE)

@@ -1,9 +1,6 @@
-"""The MATH scoring of the ``llama_math_algebra`` lm-evaluation-harness task (``evaluation/lmeh``).
+"""lm-eval's Llama 3 MATH rule for the ``llama_math_algebra`` task (``evaluation/lmeh``; ``docs/evaluation.md``).
 
-lm-eval's Llama 3 MATH rule (not in the released package): the last ``\\boxed{}`` of each side, Minerva's
-normalisation, and a match when sympy simplifies the difference to zero. LaTeX is parsed with latex2sympy2_extended,
-since sympy's parser needs an ANTLR runtime that omegaconf's pin excludes; each comparison runs under
-:mod:`rg_verl.reward.time_limit`, cut off after :data:`EQUIV_TIMEOUT_S`.
+LaTeX is parsed with latex2sympy2_extended: sympy's parser needs an ANTLR runtime that omegaconf's pin excludes.
 """
 
 from __future__ import annotations
@@ -26,12 +23,11 @@ __all__ = [
     "remove_boxed",
 ]
 
-#: Seconds one equivalence check may take (parsing and simplifying); longer ones score 0.
+
 EQUIV_TIMEOUT_S = 5.0
 
-# --- the Minerva normalization (Lewkowycz et al., 2022, appendix D), applied in this order ---------
+# ---- the Minerva normalization (Lewkowycz et al., 2022, appendix D), applied in this order
 
-# plain replacements (before, after)
 _REPLACEMENTS = (
     ("an ", ""),
     ("a ", ""),
@@ -44,7 +40,7 @@ _REPLACEMENTS = (
     ("\\text{and}", ","),
     ("\\text{m}", "\\text{}"),
 )
-# units, words and markup deleted wherever they occur
+
 _DELETIONS = (
     "square", "ways", "integers", "dollars", "mph", "inches", "ft", "hours", "km", "units", "\\ldots",
     "sue", "points", "feet", "minutes", "digits", "cents", "degrees", "cm", "gm", "pounds", "meters",
@@ -52,8 +48,7 @@ _DELETIONS = (
     "\\text{}^2", "\\text{}^3", "\\text{\n}", "\\text{}", "\\mathrm{th}", "^\\circ", "^{\\circ}", "\\;",
     ",\\!", "{,}", '"', "\\dots",
 )  # fmt: skip
-# regular-expression rewrites: the first $...$, the argument of \text, \textbf, \overline, \boxed,
-# then TeX shorthand (\frac12 -> \frac{1}{2}, \sqrt2 -> \sqrt{2})
+
 _REWRITES = tuple(
     (re.compile(pattern), replacement)
     for pattern, replacement in (
@@ -69,9 +64,7 @@ _REWRITES = tuple(
 
 
 def normalize_final_answer(answer: str | None) -> str:
-    """The Minerva normalization of a final answer: the text after its last ``=``, without units,
-    spaces, ``$`` or ``\\text{}`` markup, with TeX shorthand spelled out and thousands commas of a
-    plain integer dropped (``"x = 10,000 \\text{ inches}"`` -> ``"10000"``). ``None`` and ``""`` give ``""``."""
+    """The Minerva normalization of a final answer (``"x = 10,000 \\text{ inches}"`` -> ``"10000"``; None -> "")."""
     if not answer:
         return ""
     answer = answer.split("=")[-1]
@@ -87,16 +80,12 @@ def normalize_final_answer(answer: str | None) -> str:
     return answer
 
 
-# --- the boxed answer ------------------------------------------------------------------------------
-
-# the rule's box finder is lm-eval's own (the same function in its hendrycks_math and minerva_math tasks; the
-# latter's module cannot be imported beside omegaconf's ANTLR 4.9 runtime)
+# ---- the boxed answer: lm-eval's own finder (its minerva_math module cannot be imported beside omegaconf's ANTLR)
 last_boxed_only = last_boxed_only_string
 
 
 def remove_boxed(boxed: str | None) -> str:
-    """lm-eval's ``remove_boxed``, except that a box it cannot open (None, an ``\\fbox{...}``) gives ``""``
-    where lm-eval's raises and stops the whole run."""
+    """lm-eval's ``remove_boxed``, but a box it cannot open (None, ``\\fbox{...}``) gives ``""`` instead of raising."""
     try:
         return _lm_eval_remove_boxed(boxed)
     except (AssertionError, TypeError):
@@ -107,7 +96,7 @@ def _boxed_answer(text: str) -> str:
     return remove_boxed(last_boxed_only(text))
 
 
-# --- equivalence -----------------------------------------------------------------------------------
+# ---- equivalence
 
 
 def _difference_is_zero(first: str, second: str) -> bool:
@@ -131,15 +120,14 @@ def _difference_is_zero(first: str, second: str) -> bool:
 
 
 def is_equiv(first: str, second: str, timeout: float = EQUIV_TIMEOUT_S) -> bool:
-    """Whether two normalized answers are equal for sympy; False when either does not parse, or when
-    the check takes longer than ``timeout`` seconds. Never raises."""
+    """Whether two normalized answers are equal for sympy; False when either does not parse or time runs out."""
     if not isinstance(first, str) or not isinstance(second, str) or not first or not second:
         return False
     value, status = call_bounded(_difference_is_zero, first, second, timeout=timeout, default=False)
     return status is Status.OK and value is True
 
 
-# --- lm-eval hooks (process_docs, process_results) ---------------------------------------------
+# ---- lm-eval hooks (process_docs, process_results)
 
 
 def _with_answer(doc: dict[str, Any]) -> dict[str, Any]:

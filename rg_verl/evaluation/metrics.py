@@ -45,10 +45,8 @@ def mean_at_k(correct: Sequence[bool], k: int) -> float:
 def majority_answer(answers: Sequence[str | None]) -> str | None:
     """The most common non-None answer; ties go to the answer that appeared first.
 
-    >>> majority_answer(["3", "4", "4", None, None, None])
-    '4'
-    >>> majority_answer(["3", "4"]), majority_answer([None, None])
-    ('3', None)
+    >>> majority_answer(["3", "4", "4", None, None, None]), majority_answer(["3", "4"]), majority_answer([None])
+    ('4', '3', None)
     """
     counts = Counter(a for a in answers if a is not None)
     if not counts:
@@ -60,10 +58,8 @@ def majority_answer(answers: Sequence[str | None]) -> str | None:
 def majority_correct(answers: Sequence[str | None], correct: Sequence[bool], k: int) -> float:
     """1.0 if the majority answer of the first ``k`` completions is correct; completions without an answer do not vote.
 
-    >>> majority_correct(["3", "4", "4"], [False, True, True], 3)
-    1.0
-    >>> majority_correct(["3", "4", "4"], [False, True, True], 2)  # tie: "3" came first
-    0.0
+    >>> majority_correct(["3", "4", "4"], [False, True, True], 3), majority_correct(["3", "4"], [False, True], 2)
+    (1.0, 0.0)
     """
     if not 1 <= k <= len(answers) or len(answers) != len(correct):
         raise ValueError(f"maj@k needs 1 <= k <= n and one correctness per answer, got k={k}, n={len(answers)}")
@@ -106,8 +102,7 @@ def _episode_metrics(completions: Sequence[Completion]) -> dict[str, float | Non
 
 
 def aggregate(items: Sequence[Sequence[Completion]], k_values: Sequence[int]) -> dict[str, float | int | None]:
-    """All metrics over ``items``; a ``@k`` metric leaves out items with fewer than ``k`` completions, None when
-    empty."""
+    """All metrics over ``items``; a ``@k`` metric leaves out items with fewer than ``k`` completions (None: none)."""
     completions = [c for item in items for c in item]
     revised = [c for c in completions if c.get("revised")]
     tokens = [float(c["num_tokens"]) for c in completions if c.get("num_tokens") is not None]

@@ -1,7 +1,4 @@
-"""Results on disk: items.jsonl grows one fsynced line per finished item; reports are replaced atomically.
-
-A torn last line is cut off when the file is read again, and a key seen twice keeps its first record.
-"""
+"""Results on disk: items.jsonl grows a fsynced line per finished item (a torn last line is cut off on reading)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""Generation backends (``vllm``, ``hf``, ``openai``), one interface, chosen by name in :data:`BACKENDS`.
-
-``backend.generate(prompts, n, sampling)[i][j]`` is the j-th of n completions of ``prompts[i]``. The value modes of
-``decoding`` build a :data:`SEARCH_BACKENDS` entry instead. A new backend subclasses :class:`Backend` and is added
-to :data:`BACKENDS`; heavy packages are imported inside ``__init__`` so this dict stays cheap to import.
-"""
+"""Generation backends by name (:data:`BACKENDS`; the value modes' :data:`SEARCH_BACKENDS`), importing packages late."""
 
 from __future__ import annotations
 
@@ -21,7 +16,7 @@ BACKENDS: dict[str, type[Backend]] = {
     "openai": OpenAIBackend,
 }
 
-# the backends of the value modes of ``decoding``, by the policy's backend name
+
 SEARCH_BACKENDS: dict[str, type[ValueSearchBackend]] = {
     "hf": HFValueSearchBackend,
     "vllm": VLLMValueSearchBackend,
@@ -36,8 +31,7 @@ def backend_class(name: str) -> type[Backend]:
 
 
 def create_backend(config) -> Backend:
-    """Builds (and loads the model of) the backend that ``config.backend`` names; with a value mode in
-    ``config.decoding`` (an evaluation config), that policy with its value model beside it."""
+    """Builds the backend ``config.backend`` names (with a value mode, beside its value model) and loads the model."""
     decoding = getattr(config, "decoding", None)
     if decoding is not None and decoding.mode != "sample":
         if config.backend not in SEARCH_BACKENDS:

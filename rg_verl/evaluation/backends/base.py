@@ -15,8 +15,7 @@ GREEDY_BELOW = 1e-5
 
 @dataclass(frozen=True)
 class Sampling:
-    """Sampling settings of one ``generate`` call; temperature 0 is greedy, ``seed`` None or honoured where a backend
-    can."""
+    """Sampling settings of one ``generate`` call; temperature 0 is greedy, ``seed`` honoured where a backend can."""
 
     max_tokens: int
     temperature: float
@@ -31,10 +30,7 @@ class Sampling:
 
 @dataclass(frozen=True)
 class Completion:
-    """One sampled response; ``token_ids`` end with the end-of-sequence token where generation stopped on one.
-
-    Counts and ids are None where the backend does not see them.
-    """
+    """One sampled response; ``token_ids`` end with the end-of-sequence token where it stopped; None where unseen."""
 
     text: str
     num_tokens: int | None = None
@@ -43,8 +39,7 @@ class Completion:
 
 
 class Backend(Protocol):
-    """The interface of a generation backend: ``__init__(config: EvalConfig)``, ``generate``, and defaults for the
-    rest."""
+    """A generation backend: ``__init__(config)``, ``generate(prompts, n, sampling)[i][j]``, defaults for the rest."""
 
     def generate(self, prompts: list[Messages], n: int, sampling: Sampling) -> list[list[Completion]]:
         """``n`` completions for each chat prompt, in the prompts' order."""

@@ -17,8 +17,7 @@ logger = logging.getLogger(__name__)
 
 
 def prompt_token_ids(tokenizer: Any, messages: Messages, chat_template_kwargs: Mapping | None = None) -> list[int]:
-    """The token ids of a chat prompt through the chat template with the generation prompt, as verl's rollout makes
-    them."""
+    """The token ids of a chat prompt with the generation prompt, as verl's rollout makes them."""
     ids = tokenizer.apply_chat_template(
         messages, add_generation_prompt=True, tokenize=True, **dict(chat_template_kwargs or {})
     )
@@ -28,11 +27,7 @@ def prompt_token_ids(tokenizer: Any, messages: Messages, chat_template_kwargs: M
 
 
 class HFBackend(Backend):
-    """``AutoModelForCausalLM.generate`` over batches of ``config.batch_size`` prompts, sorted by length.
-
-    Sampling matches vLLM's (temperature and top_p only, none of ``generation_config.json``); with ``Sampling.seed``
-    torch is seeded per batch (:func:`batch_seed`), so a seed repeats its completions on the same machine.
-    """
+    """``AutoModelForCausalLM.generate`` over length-sorted batches, sampling as vLLM does, seeded per batch."""
 
     def __init__(self, config) -> None:
         import torch

@@ -1,8 +1,4 @@
-"""Remote generation from any OpenAI-compatible server (``vllm serve``, a hosted API), with the standard library only.
-
-One request per completion from ``concurrency`` threads, retried with exponential backoff on connection errors,
-timeouts, 429 and 5xx; :func:`served_max_model_len` reads the served context length where the server reports one.
-"""
+"""Remote generation from any OpenAI-compatible server with the standard library: a request per completion, retried."""
 
 from __future__ import annotations
 
@@ -23,7 +19,7 @@ logger = logging.getLogger(__name__)
 
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 MAX_BACKOFF_S = 60.0
-# seconds the server may take to list its models
+
 MODELS_TIMEOUT_S = 10.0
 
 
@@ -41,8 +37,7 @@ def request_headers(config) -> dict[str, str]:
 
 
 def served_max_model_len(config) -> int | None:
-    """The ``max_model_len`` that ``GET {base_url}/models`` reports for the served model (``served_model_name``, else
-    ``model_path``), as vLLM's server does; None, with a log line, where the server reports none or cannot be asked."""
+    """The ``max_model_len`` that ``GET {base_url}/models`` reports for the served model; None (logged) without one."""
     url, name = config.base_url.rstrip("/") + "/models", config.served_model_name or config.model_path
     request = urllib.request.Request(url, headers=request_headers(config), method="GET")
     try:

@@ -1,8 +1,4 @@
-"""The value modes of ``decoding`` as backends: the policy (hf or vllm) with an OREO value model beside it.
-
-Each step of a search is one batched policy call (:mod:`rg_verl.search.hf`, :mod:`rg_verl.search.vllm`) and one
-value forward; ``generate`` answers with the best ``n`` completions by value per prompt.
-"""
+"""The value modes of ``decoding`` as backends: the policy (hf or vllm) with an OREO value model beside it."""
 
 from __future__ import annotations
 
@@ -22,14 +18,12 @@ __all__ = ["HFValueSearchBackend", "VLLMValueSearchBackend", "ValueSearchBackend
 
 logger = logging.getLogger(__name__)
 
-# vLLM's share of GPU memory in the value modes, unless engine_kwargs set gpu_memory_utilization: the rest holds
-# the value model and its prompt caches (vLLM's own default, 0.9, would leave too little)
+# vLLM's GPU share in the value modes: the rest holds the value model and its caches (vLLM's 0.9 leaves too little)
 VLLM_MEMORY_SHARE = 0.5
 
 
 class ValueSearchBackend(Backend):
-    """The search loop of the value modes. A subclass loads the policy (its ``tokenizer``, ``eos_ids`` and a
-    ``prompt_ids(messages)``), calls :meth:`_load_value_model`, and makes a step expander in ``_step_expander``."""
+    """The value modes' search loop; a subclass loads the policy and the value model and makes ``_step_expander``."""
 
     batch_size: int
     tokenizer: Any
@@ -104,8 +98,7 @@ class HFValueSearchBackend(ValueSearchBackend, HFBackend):
 
 
 class VLLMValueSearchBackend(ValueSearchBackend, VLLMBackend):
-    """The value modes on vLLM; vLLM takes :data:`VLLM_MEMORY_SHARE` of the GPU unless ``engine_kwargs`` say
-    otherwise."""
+    """The value modes on vLLM, which takes :data:`VLLM_MEMORY_SHARE` of the GPU unless ``engine_kwargs`` say else."""
 
     def __init__(self, config) -> None:
         import torch
