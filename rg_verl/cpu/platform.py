@@ -1,7 +1,4 @@
-"""verl platform for running on CPU (``VERL_PLATFORM=cpu``), with gloo for collectives.
-
-Ray still schedules workers on the resource named ``GPU``: a CPU run starts Ray with as many logical GPUs as asked.
-"""
+"""verl platform for running on CPU (``VERL_PLATFORM=cpu``), with gloo; Ray still schedules on logical ``GPU``s."""
 
 import functools
 from contextlib import contextmanager
@@ -93,10 +90,8 @@ class PlatformCPU(PlatformBase):
 def merge_backend_pairs(backend: str) -> str:
     """Drop repeated ``device:backend`` pairs: verl asks for ``"cpu:gloo,{device}:{backend}"``, which torch refuses.
 
-    >>> merge_backend_pairs("cpu:gloo,cpu:gloo")
-    'cpu:gloo'
-    >>> merge_backend_pairs("cpu:gloo,cuda:nccl")
-    'cpu:gloo,cuda:nccl'
+    >>> merge_backend_pairs("cpu:gloo,cpu:gloo"), merge_backend_pairs("cpu:gloo,cuda:nccl")
+    ('cpu:gloo', 'cpu:gloo,cuda:nccl')
     """
     pairs = [pair.strip() for pair in backend.split(",")]
     return ",".join(dict.fromkeys(pairs))
@@ -114,8 +109,7 @@ def _accept_repeated_backend_pairs(init_process_group):
 
 
 def _pageable_pin_memory(tensor: torch.Tensor, device=None) -> torch.Tensor:
-    """Without an accelerator there is no pinned memory: keep the tensor (FSDP2's
-    ``CPUOffloadPolicy(pin_memory=True)``)."""
+    """No pinned memory without an accelerator: keep the tensor (FSDP2's ``CPUOffloadPolicy(pin_memory=True)``)."""
     return tensor
 
 

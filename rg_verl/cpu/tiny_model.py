@@ -140,8 +140,7 @@ def _train_tokenizer(vocab_size: int, seed: int, model_max_length: int, thinking
     alphabet = pre_tokenizers.ByteLevel.alphabet()
     n_added = len(SPECIAL_TOKENS) + len(TAGS)
     tok = Tokenizer(models.BPE())
-    # Same pipeline as transformers' Qwen2Tokenizer: AutoTokenizer picks that class for model_type
-    # "qwen2" and rebuilds normalizer/pre-tokenizer around our vocab, so they must agree.
+    # transformers' Qwen2Tokenizer's pipeline: AutoTokenizer rebuilds it around our vocab for model_type "qwen2"
     tok.normalizer = normalizers.NFC()
     tok.pre_tokenizer = pre_tokenizers.Sequence(
         [
@@ -154,8 +153,7 @@ def _train_tokenizer(vocab_size: int, seed: int, model_max_length: int, thinking
         vocab_size=vocab_size - n_added, initial_alphabet=alphabet, min_frequency=2, show_progress=False
     )
     tok.train_from_iterator(_corpus(seed), trainer=trainer)
-    # Added after training (as in Qwen) so they sit at the end of the vocab and are never split.
-    # The tags are not "special", so skip_special_tokens=True keeps them when decoding.
+    # added after training, as in Qwen: at the end of the vocab, never split; the tags are not special (kept on decode)
     tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
     tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in TAGS])
     return PreTrainedTokenizerFast(

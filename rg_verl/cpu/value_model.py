@@ -1,8 +1,6 @@
-"""The value model on CPU: verl's loader asks for flash-attention, which needs a GPU.
+"""The value model on CPU: verl 0.9.1's ``load_valuehead_model`` always asks for flash-attention (verl issue #5210).
 
-verl 0.9.1's ``verl.utils.model.load_valuehead_model`` passes ``attn_implementation="flash_attention_2"`` whatever
-the config says (verl issue #5210); on a CPU run :func:`install` replaces it with one that honours the config.
-Remove this module once verl passes the attention implementation through.
+:func:`install` replaces it with one that honours the config; remove this once verl passes it through.
 """
 
 from __future__ import annotations
@@ -20,8 +18,7 @@ def attention_implementation(model_config: Any) -> str:
 
 
 def load_valuehead_model(local_path: str, torch_dtype: Any, model_config: Any, trust_remote_code: bool) -> Any:
-    """``verl.utils.model.load_valuehead_model``'s signature, loading ``AutoModelForTokenClassification``
-    (one label: the value) with the model config's attention implementation."""
+    """verl's ``load_valuehead_model``, loading a one-label token classifier with the config's attention."""
     from transformers import AutoModelForTokenClassification
 
     return AutoModelForTokenClassification.from_pretrained(

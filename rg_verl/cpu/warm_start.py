@@ -35,9 +35,7 @@ __all__ = [
 
 # what a warm-started model records about how it was built (absent for a plain random model)
 WARM_START_RECORD = "warm_start.json"
-# Seeds of the warm start's reasoning-gym items start above every split's seed space of
-# rg_verl.data.dataset (split k uses [seed + k * SPLIT_STRIDE, seed + (k + 1) * SPLIT_STRIDE) for a
-# base seed up to MAX_SEED), so the warm start never sees an item RL trains, validates or is evaluated on.
+# the warm start's seeds start above every split's seed space: it never sees an item RL trains or evaluates on
 WARM_START_SEED_BASE = MAX_SEED + len(SPLITS) * SPLIT_STRIDE
 # each warm-start seed takes a block of this many generator seeds (its datasets, then their items)
 _SEED_BLOCK = 1000
@@ -118,8 +116,7 @@ def warm_start_response(answer: str, strict: bool, rng: random.Random) -> str:
 
 
 def _training_share_items(name: str, config: dict, seed: int, count: int) -> list[dict]:
-    """``count`` items of dataset ``name`` whose questions belong to the training share: the warm start
-    never teaches a question that a validation or evaluation split can hold (rg_verl.data.holdout)."""
+    """``count`` items of dataset ``name`` whose questions belong to the training share (rg_verl.data.holdout)."""
     import reasoning_gym
 
     items: list[dict] = []
@@ -162,8 +159,7 @@ def run_warm_start(model: Any, tokenizer: Any, options: Mapping[str, Any] | None
     rng = random.Random(opts["seed"])
     torch.manual_seed(opts["seed"])
     threads = torch.get_num_threads()
-    # one thread: the same reductions in the same order whatever the machine's core count (and a
-    # model this small gains little from more; on a busy 2-core machine one thread is faster)
+    # one thread: the same reductions in the same order whatever the core count (and no slower for a model this small)
     torch.set_num_threads(1)
     try:
         return _train(model, tokenizer, opts, rng)

@@ -1,7 +1,6 @@
-"""The ``hf`` rollout backend (``actor_rollout_ref.rollout.name=hf``): plain ``transformers``, for CPU runs and tests.
+"""The ``hf`` rollout backend (``rollout.name=hf``): plain ``transformers``, for CPU runs and tests.
 
-Importing it registers the backend in verl's replica registry and in the table that
-``verl.workers.rollout.base.get_rollout_class`` reads, which verl 0.9.1 offers no function to register in.
+Importing it registers the backend, also in ``get_rollout_class``'s table, which verl 0.9.1 offers no function for.
 """
 
 import verl.workers.rollout.base as rollout_base

@@ -1,7 +1,6 @@
 """Attention for the ``hf`` rollout on a CPU: grouped key/value heads go to PyTorch's SDPA as they are.
 
-transformers' ``sdpa`` copies each key/value head per query head whenever there is a mask (always, for a padded
-batch); PyTorch's CPU flash kernel takes grouped heads and a mask together, so :func:`grouped_sdpa` passes them.
+transformers' ``sdpa`` copies each key/value head per query head whenever there is a mask (always, when padded).
 """
 
 from __future__ import annotations
@@ -24,8 +23,7 @@ def grouped_sdpa(
     is_causal: bool | None = None,
     **kwargs,
 ) -> tuple[torch.Tensor, None]:
-    """transformers' attention-function signature: (batch, heads, tokens, head_dim) in, (batch, tokens, heads,
-    head_dim) out, with no attention weights."""
+    """transformers' attention signature: (batch, heads, tokens, dim) in, (batch, tokens, heads, dim) out."""
     causal = getattr(module, "is_causal", True) if is_causal is None else is_causal
     output = torch.nn.functional.scaled_dot_product_attention(
         query,

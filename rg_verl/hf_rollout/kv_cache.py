@@ -67,8 +67,7 @@ class GrowingCache(DynamicCache):
 
 
 def growing_cache_for(config) -> GrowingCache | None:
-    """An empty :class:`GrowingCache` for a model whose default cache is all plain ``DynamicLayer``s (every layer
-    attends to all earlier tokens); None for one with sliding-window, chunked or shared layers."""
+    """An empty :class:`GrowingCache` for a model whose default cache is all ``DynamicLayer``s; else None."""
     layers = DynamicCache(config=config).layers  # transformers' own choice of layer kinds for this model
     if not layers or any(type(layer) is not DynamicLayer for layer in layers):
         return None

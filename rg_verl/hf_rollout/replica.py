@@ -96,7 +96,7 @@ class HFServerAdapter(BaseRollout):
         """Forward one weight sync to the server."""
         if wire_format != "named_tensors":
             raise NotImplementedError(f"the hf rollout takes full named tensors, not {wire_format!r}")
-        # Every rank must drain the generator: gathering the FSDP shards into full tensors is a collective.
+        # every rank drains the generator: gathering the FSDP shards is a collective
         state_dict = {name: tensor.detach().to("cpu", copy=True) for name, tensor in weights}
         adapter_only = peft_config is not None and base_sync_done
         await self._server_handle().update_weights.remote(

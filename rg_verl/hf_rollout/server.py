@@ -20,9 +20,7 @@ from rg_verl.hf_rollout.prefix_cache import PrefixCache
 
 logger = logging.getLogger(__name__)
 
-# How long the server waits for more requests to join a batch, in seconds: a window, renewed while requests keep
-# arriving (the later tries of multi-turn episodes come one by one, as each episode judges its answer), up to
-# MAX_BATCH_WAIT_S in all.
+# seconds a batch waits for more requests, renewed while they arrive (multi-turn tries come one by one)
 BATCH_WINDOW_S = 0.02
 MAX_BATCH_WAIT_S = 0.2
 
@@ -141,8 +139,7 @@ class HFRolloutServer:
                     request.done.set_result(output)
 
     async def _gather_requests(self) -> None:
-        """Wait while requests keep arriving: one window, renewed by each window that brought a new request, until
-        a window brings none, a batch is full or :data:`MAX_BATCH_WAIT_S` has passed."""
+        """Wait while requests keep arriving, until a window brings none, a batch is full or time is up."""
         waited, count = 0.0, -1
         while waited < MAX_BATCH_WAIT_S:
             pending = sum(map(len, self._pending.values()))
@@ -254,8 +251,7 @@ class HFRolloutServer:
         if self.prefix_cache is not None:
             self.prefix_cache.clear()
 
-    # verl drives every rollout server through these; the model stays resident and each request is served whole, so
-    # there is nothing to free, resume or abort.
+    # verl drives every rollout server through these; the model stays resident and requests are served whole
     async def wake_up(self):
         pass
 
