@@ -1,5 +1,4 @@
-"""A whole composed config checked before Ray or any model starts: what ``train_grpo.py`` and ``train_oreo.py``
-run first (:func:`validate`)."""
+"""A whole composed config checked before Ray or any model starts (:func:`validate`)."""
 
 from __future__ import annotations
 
@@ -46,8 +45,7 @@ def tiny_model_config(config: DictConfig) -> TinyModelConfig:
 
 
 def model_context(path: str, tiny: TinyModelConfig | None = None) -> ContextLength | None:
-    """The context length of the model at ``path``, from its config where one is on this machine; else, where the run
-    builds its tiny model there (``tiny``), the positions that model gets; else None."""
+    """The context length of the model at ``path``: its local config's, else the ``tiny`` model's, else None."""
     found = context_length(path)
     if found is None and tiny is not None:
         positions = tiny.max_position_embeddings

@@ -1,2 +1,1 @@
-"""GRPO, OREO (one round or several) and rejection-sampling fine-tuning from one starting model and one dataset mix,
-with the same number of generated samples, evaluated side by side: ``rg-verl compare`` and ``rg-verl oreo iterate``."""
+"""GRPO, OREO and RFT from one start, mix and sample budget, side by side: ``rg-verl compare``, ``oreo iterate``."""

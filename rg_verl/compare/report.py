@@ -46,8 +46,7 @@ def _fmt(value: float | None, percent: bool) -> str:
 
 
 def table(rows: list[Row]) -> str:
-    """The markdown table: each metric, and for rate metrics its difference to the start under the same decoding
-    (for the value modes, which the start has no critic for: to the start's sampled row)."""
+    """The markdown table; rate metrics also as the difference to the start's row of the same (else sampled) mode."""
     start = {row.decoding: row for row in rows if row.model == "start"}
     head = ["model", "decoding", "samples trained on", "format %", "Δ", "accuracy %", "Δ", "mean score %", "tokens"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
@@ -92,8 +91,7 @@ def plot(rows: list[Row]) -> bytes:
 
 
 def write_report(out: Path, rows: list[Row], config: Any, name: str = "comparison") -> Path:
-    """``name``.{json,md,png} under ``out`` (``comparison``, or ``rounds`` for ``rg-verl oreo iterate``);
-    returns the markdown table's path."""
+    """``name``.{json,md,png} under ``out``; returns the markdown table's path."""
     settings = f"budget {config.budget} generated samples per method; methods {', '.join(config.methods)}"
     if "oreo" in config.methods:
         settings += f"; OREO {config.oreo.rounds} round(s), reference {config.oreo.reference}"

@@ -44,8 +44,7 @@ class Stages:
         self.python = sys.executable
 
     def run(self, name: str, command: Sequence[str], env: dict[str, str] | None = None) -> None:
-        """``command`` with its output in the stage's log, its progress lines (a training run's one line per step,
-        :func:`rg_verl.grpo.console.progress_text`) on the console too; raises :class:`StageError` when it fails."""
+        """``command`` logged to the stage's file, its progress lines on the console; :class:`StageError` on failure."""
         self.logs.mkdir(parents=True, exist_ok=True)
         log = self.logs / f"{name}.log"
         logger.info("%s: %s (log: %s)", name, " ".join(command), log)

@@ -1,5 +1,4 @@
-"""The migrate-config command: ``rg-verl migrate-config OLD.yaml -o NEW.yaml`` (:mod:`rg_verl.migrate.command`
-converts)."""
+"""The migrate-config command: ``rg-verl migrate-config OLD.yaml -o NEW.yaml``."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""What ``rg-verl migrate-config`` (:mod:`rg_verl.migrate.cli`) does: a config of reasoning-gym's own training
-scripts becomes ours."""
+"""What ``rg-verl migrate-config`` does: a config of reasoning-gym's own training scripts becomes ours."""
 
 from __future__ import annotations
 
@@ -107,9 +106,7 @@ def migrate(old: Any) -> tuple[dict, Unmapped]:
 
 
 def _fit_micro_batches(m: Migration, defaults: dict, desired: dict) -> None:
-    """Micro-batch sizes that verl 0.9.1's engine workers cannot split each rank's share into (its old workers
-    could) become the largest size that can, in ``m`` and its ``desired`` tree, reported (``rg_verl.guards``
-    would refuse them)."""
+    """Micro-batch sizes verl 0.9.1's engine workers cannot split a rank's share into become the largest that can."""
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
@@ -162,8 +159,7 @@ def render(new: Mapping, unmapped: Unmapped, source: str | None = None) -> str:
 
 
 def write_config(path: str | os.PathLike, text: str, overwrite: bool = False) -> None:
-    """Write ``text`` to ``path`` atomically (a reader sees the old file or the new); an existing file needs
-    ``overwrite``."""
+    """Write ``text`` to ``path`` atomically; an existing file needs ``overwrite``."""
     path = Path(path)
     if path.exists() and not overwrite:
         raise FileExistsError(f"{path} exists; pass --overwrite to replace it")

@@ -1,13 +1,9 @@
 """Config trees for ``rg-verl migrate-config``: nested mappings flattened, merged and compared; one migration's record.
 
->>> same("${data.max_prompt_length}", "${oc.select:data.max_prompt_length,512}")
-True
 >>> same(True, 1), same(1, 1.0), same("${.a}", "${x.a}", "x.b")
 (False, True, True)
 >>> differences({"a": {"b": 1, "c": 2}, "d": []}, {"a": {"b": 1.0}, "d": []})
 {'a': {'c': 2}}
->>> flatten({"a": {"b": 1, "c": {}}, "d": [1]})
-{'a.b': 1, 'a.c': {}, 'd': [1]}
 """
 
 from __future__ import annotations

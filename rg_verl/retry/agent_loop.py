@@ -94,8 +94,7 @@ class RetryAgentLoop(AgentLoopBase):
         return score_with(self.reward, item["data_source"], text, ground_truth, item.get("extra_info"))["accuracy"]
 
     async def _add_feedback(self, messages: list[dict], answer: str, talk: _Conversation) -> bool:
-        """Append the answer and the feedback turn to the conversation; False (and nothing appended) when the
-        feedback would leave no response budget for another try."""
+        """Append the answer and the feedback turn; False (nothing appended) when no budget is left for a try."""
         messages.append({"role": "assistant", "content": answer})
         before = list(messages)
         messages.append({"role": "user", "content": self.settings.feedback})

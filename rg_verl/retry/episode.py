@@ -39,8 +39,7 @@ class RetryConfig:
 
 
 def episode_record(accuracies: Sequence[float], final_response: str, config: RetryConfig) -> dict[str, Any]:
-    """The record an episode leaves for the reward (:mod:`rg_verl.reward.episode`): each try's correctness (1.0 or
-    0.0) and the last try's text."""
+    """The record an episode leaves for the reward: each try's correctness and the last try's text."""
     if not accuracies or len(accuracies) > config.max_turns:
         raise ValueError(f"an episode takes 1 to {config.max_turns} tries, got {len(accuracies)}")
     return {

@@ -62,8 +62,7 @@ def _score(value: Value, requests: list[Request]) -> list[float]:
 
 
 def _candidates(expand: Expand, value: Value, live: Sequence[Sequence[Beam]], k: int) -> list[list[Beam]]:
-    """One step for every prompt: every live beam expanded ``k`` times (one ``expand`` call), every candidate
-    scored (one ``value`` call); per prompt, the candidates in request order, then continuation order."""
+    """One step for every prompt: every live beam expanded ``k`` times and scored, in one call each."""
     requests = [(p, beam.ids) for p, beams in enumerate(live) for beam in beams]
     expansions = _expand(expand, requests, k)
     states = [

@@ -56,8 +56,7 @@ class PromptCache:
             self.layers = [(layer.keys, layer.values) for layer in cache.layers]
 
     def rows(self, requests: Sequence[Request]) -> tuple[torch.Tensor, torch.Tensor, DynamicCache | None]:
-        """(ids, attention mask, cache) of the rows prompt + state of ``requests``: the ids are the cached
-        block then the tail, the mask covers both, the cache holds the block of each row's prompt."""
+        """(ids, attention mask, cache) of the rows prompt + state of ``requests``; the cache holds the prompts."""
         tails = [[self.last[p], *state] for p, state in requests]  # prompt index p, state ids
         tail_ids, tail_mask = _left_padded(tails, max(map(len, tails)), self.pad_id)
         index = torch.tensor([p for p, _ in requests], dtype=torch.long, device=self.device)
@@ -100,8 +99,7 @@ class HFStepExpander(StepExpander):
         self.pad_id = pad if pad is not None else min(self.eos_ids, default=0)
 
     def bind(self, prompt_ids: Sequence[Sequence[int]]):
-        """The ``expand(requests, k)`` callable of ``value_beam`` for these prompts (prompt index → ids): their
-        :class:`PromptCache` is made once, and every step reads it."""
+        """The ``expand(requests, k)`` callable of ``value_beam`` for these prompts, on one :class:`PromptCache`."""
         return partial(self._expand, PromptCache(self.model, prompt_ids, self.pad_id))
 
     def expand(
@@ -111,9 +109,7 @@ class HFStepExpander(StepExpander):
         return self._expand(PromptCache(self.model, prompt_ids, self.pad_id), requests, k)
 
     def _generate(self, cache: PromptCache, requests: Sequence[Request], budgets: Sequence[int], k: int):
-        """``k`` sampled continuations of each request's row, padded tokens kept: the rows on the prompts' cache
-        are read once, all but their last token, and that cache is repeated ``k`` times for one ``generate``
-        call (which reads only the last token, then samples)."""
+        """``k`` sampled continuations of each request's row (padded): the rows are read once, then one ``generate``."""
         greedy, max_new_tokens = self.greedy, max(budgets)
         copies = 1 if greedy else k
         ids, mask, past = cache.rows(requests)
@@ -161,8 +157,7 @@ class HFValueScorer:
         self.pad_id = pad_id
 
     def bind(self, prompt_ids: Sequence[Sequence[int]]):
-        """The ``value(requests)`` callable of ``value_beam`` for these prompts (prompt index → ids): their
-        :class:`PromptCache` is made once, and every step reads it."""
+        """The ``value(requests)`` callable of ``value_beam`` for these prompts, on one :class:`PromptCache`."""
         return partial(self._values, PromptCache(self.model, prompt_ids, self.pad_id))
 
     def values(self, prompt_ids: Sequence[Sequence[int]], requests: Sequence[Request]) -> list[float]:
@@ -177,8 +172,7 @@ class HFValueScorer:
         with torch.inference_mode():
             logits = self.model(input_ids=tail, attention_mask=mask, position_ids=_positions(mask)[:, cache.width :],
                                 past_key_values=past, use_cache=past is not None).logits[..., 0]  # fmt: skip
-        # the tail is left-padded: a state's last token is the tail's last column (before a final end of sequence,
-        # the one before it); the empty state's is the prompt's last token, also the last column
+        # the tail is left-padded: a state's last token (the prompt's for the empty state) is its last column
         last = tail.shape[1] - 1
         columns = [last - 1 if state and state[-1] in self.eos_ids else last for _, state in requests]
         index = torch.tensor(columns, device=tail.device)

@@ -57,8 +57,7 @@ class StepExpander:
         return max(0, min(self.step_max_tokens, self.max_tokens - state_length))
 
     def _expand(self, bound: Any, requests: Sequence[Request], k: int) -> list[list[Continuation]]:
-        """Per request ``(prompt_index, state_ids)``, ``k`` continuations ``(new_ids, finished)``: one
-        generation call for every request with budget left; a state without gets ``k`` empty, finished ones."""
+        """``k`` continuations per request, in one call; a state without budget gets ``k`` empty, finished ones."""
         budgets = [self._budget(len(state)) for _, state in requests]
         out: list[list[Continuation]] = [[((), True)] * k for _ in requests]
         todo = [i for i, budget in enumerate(budgets) if budget > 0]
@@ -76,9 +75,7 @@ class StepExpander:
         raise NotImplementedError
 
     def _cut(self, tokens: Sequence[int], budget: int, state_length: int) -> Continuation:
-        """A generated row's step: up to and including the first end-of-sequence or delimiter token, within
-        ``budget`` (what follows is padding or another row's budget); finished at end of sequence or when the
-        response reaches ``max_tokens``."""
+        """A row's step: through its first end-of-sequence or delimiter token within ``budget``, and whether it ends."""
         new = list(tokens[:budget])
         for i, token in enumerate(new):
             if token in self.eos_ids:
