@@ -1,8 +1,4 @@
-"""A reasoning-gym generator as candidate sets: item ``index`` of set ``attempt``, reproducibly.
-
-Set ``a`` is a reseeded shallow copy of set 0 (``INIT_SEEDED`` generators are rebuilt), and each candidate is
-generated with the global ``random`` and ``numpy.random`` seeded from its own seed (see ``docs/data.md``).
-"""
+"""A reasoning-gym generator as reseeded candidate sets: item ``index`` of set ``attempt`` (``docs/data.md``)."""
 
 from __future__ import annotations
 
@@ -21,14 +17,12 @@ __all__ = ["HASH_SEED_DEPENDENT", "INIT_SEEDED", "Candidates", "warn_unseeded_ha
 
 # generators that draw from their seed when built (task lists, pre-generated questions, sub-datasets)
 INIT_SEEDED = frozenset({"acre", "list_functions", "gsm_symbolic", "composite"})
-# generators whose items follow PYTHONHASHSEED (tests/unit/data/test_dataset_determinism.py); a run's
-# processes get PYTHONHASHSEED=0 (rg_verl.grpo.launch.process_env)
+# generators whose items follow PYTHONHASHSEED (a run's processes get 0: rg_verl.grpo.launch.process_env)
 HASH_SEED_DEPENDENT = ("isomorphic_strings", "knight_swap", "polynomial_multiplication", "ransom_note")
 
 
 def warn_unseeded_hash(names: Iterable[str], log: logging.Logger, items: str, purpose: str) -> None:
-    """Warns through ``log`` when this process draws the items of some of ``names`` unlike a run's processes:
-    those of :data:`HASH_SEED_DEPENDENT` when ``PYTHONHASHSEED`` is not set (a run's processes get 0)."""
+    """Warns when ``PYTHONHASHSEED`` is unset and some of ``names`` are :data:`HASH_SEED_DEPENDENT`."""
     dependent = sorted(set(names) & set(HASH_SEED_DEPENDENT))
     if dependent and os.environ.get("PYTHONHASHSEED", "random") == "random":
         log.warning(
@@ -50,8 +44,7 @@ def reseeded(dataset: Any, seed: int) -> Any:
 
 
 class Candidates:
-    """The candidate sets of generator ``name`` at ``config`` (no seed or size): set ``a`` uses seeds ``seed + a *
-    stride``."""
+    """The candidate sets of generator ``name`` at ``config``: set ``a`` uses seeds ``seed + a * stride``."""
 
     def __init__(self, name: str, config: dict, seed: int, size: int, stride: int):
         self.name, self.config, self.seed, self.size, self.stride = name, dict(config), seed, size, stride

@@ -1,5 +1,4 @@
-"""The export command: ``rg-verl export`` (and ``utils/export_split.py``) writes a split of a training config with
-:func:`rg_verl.data.export.export_split`."""
+"""The export command, ``rg-verl export`` (and ``utils/export_split.py``): a split of a training config to parquet."""
 
 from __future__ import annotations
 

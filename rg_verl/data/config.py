@@ -1,7 +1,4 @@
-"""The ``reasoning_gym`` section's schema (:class:`ReasoningGymConfig`) and the datasets it names.
-
-Datasets are checked by reasoning-gym's registry and config classes; file sources only by shape (no file is read).
-"""
+"""The ``reasoning_gym`` section's schema and its datasets, checked by reasoning-gym's registry and config classes."""
 
 from __future__ import annotations
 
@@ -125,8 +122,7 @@ def _check_generator_levels(where: str, name: str, levels: dict) -> None:
 
 @dataclass
 class AdaptiveWeightsConfig:
-    """``reasoning_gym.adaptive_weights``: re-weight the training mix toward informative datasets
-    (:func:`adaptive_weights`)."""
+    """``reasoning_gym.adaptive_weights``: re-weight the training mix toward informative datasets."""
 
     enabled: bool = option(False, "turn adaptive weights on (needs data.dataloader_num_workers=0)")
     window: int = option(
@@ -186,7 +182,7 @@ class ReasoningGymConfig:
         return self.datasets if split == "train" or not self.val_datasets else self.val_datasets
 
     def size(self, split: str) -> int:
-        return getattr(self, f"{split}_size")  # train_size, val_size or eval_size
+        return getattr(self, f"{split}_size")
 
 
 # ---- reasoning-gym's datasets by name: an unknown name, or a config reasoning-gym rejects

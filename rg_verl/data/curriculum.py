@@ -1,7 +1,4 @@
-"""Curriculum levels and adaptive mixture weights for the training mix (:class:`MixState`), and their saved state.
-
-The state is plain data returned by the dataset's ``state_dict()``, so verl's ``data.pt`` checkpoint carries it.
-"""
+"""Curriculum levels and adaptive weights of the training mix (:class:`MixState`), saved in verl's ``data.pt``."""
 
 from __future__ import annotations
 
@@ -142,8 +139,8 @@ class MixState:
         config = self.curriculum_config
         changed = []
         for name, curriculum in self.curricula.items():
-            # as reasoning-gym's trainer: a rate past a threshold (strictly) is a decision, and every decision
-            # starts a fresh window, also when the level cannot move (a rise at the last level, a fall at the first)
+            # as reasoning-gym's trainer: a rate strictly past a threshold decides, and each decision starts a fresh
+            # window, even where the level cannot move
             if config.schedule_every:
                 decided = self.step % config.schedule_every == 0
                 moved = decided and curriculum.increment_global_level()

@@ -1,7 +1,6 @@
-"""On-the-fly reasoning-gym dataset for verl's ``data.custom_cls`` (``data_files``: ``reasoning_gym://<split>``).
+"""verl's ``data.custom_cls`` (``reasoning_gym://<split>``): items as pure functions of seed, split, index, config.
 
-Items are generated in ``__getitem__``, each a pure function of (base seed, split, index, config); the held-out
-rule, the seed space and the stored searches are in ``docs/data.md``.
+The held-out rule, the seed space and the stored searches are in ``docs/data.md``.
 """
 
 from __future__ import annotations
@@ -48,8 +47,7 @@ __all__ = [
 
 
 def parse_data_files(data_files: Any) -> str:
-    """The split (``train``, ``val`` or ``eval``) that ``"reasoning_gym://<split>"`` (or a one-element list of it)
-    names."""
+    """The split that ``"reasoning_gym://<split>"`` (or a one-element list of it) names."""
     value = data_files
     if isinstance(value, list | tuple | ListConfig):
         value = value[0] if len(value) == 1 else None
@@ -87,7 +85,7 @@ def _json_default(obj: Any) -> Any:
 
 
 def _stringify_keys(obj: Any) -> Any:
-    # JSON only allows str/int/float/bool/None keys; turn e.g. tuple keys into strings.
+    # JSON keys are str/int/float/bool/None: e.g. tuple keys become strings
     if isinstance(obj, Mapping):
         return {
             (k if isinstance(k, str | int | float | bool) or k is None else str(k)): _stringify_keys(v)
@@ -99,17 +97,14 @@ def _stringify_keys(obj: Any) -> Any:
 
 
 def to_json_safe(obj: Any) -> Any:
-    """A copy of ``obj`` of JSON types only: tuples and sets as lists, numpy values as Python ones, others as
-    ``str``."""
+    """A copy of ``obj`` of JSON types only: tuples and sets as lists, numpy values as Python ones, others as str."""
     return json.loads(json.dumps(_stringify_keys(obj), default=_json_default))
 
 
 def item_record(
     entry: dict, system_prompt: str | None, source: str, split: str, index: int, dataset: str, category: str
 ) -> dict:
-    """Item ``index`` of ``split`` in verl's RLHF layout, from a generator's or a file's ``entry``: the chat prompt,
-    the data source that routes its scoring, the answer as ground truth, and what the reward and the reports read
-    (``extra_info``; the entry JSON-safe)."""
+    """Item ``index`` of ``split`` in verl's RLHF layout from a generator's or a file's ``entry``."""
     entry = to_json_safe(entry)
     answer = entry.get("answer")
     return {
@@ -140,8 +135,7 @@ class ReasoningGymDataset(Dataset):
         self.tokenizer = tokenizer
         self.processor = processor
         section = config.get("reasoning_gym") if config is not None else None
-        # the section's files were checked before the run (rg_verl.data.files.check_sources); _build reads
-        # this split's, and its errors name the file
+        # the files were checked before the run (rg_verl.data.files.check_sources); _build's errors name the file
         settings = ReasoningGymConfig.from_section(section, where="data.reasoning_gym")
         self.base_seed = settings.seed
         self.split_seed = split_seed(self.base_seed, self.split)
@@ -156,10 +150,10 @@ class ReasoningGymDataset(Dataset):
             settings.curriculum if self.split == "train" else CurriculumConfig(),
             settings.adaptive_weights if self.split == "train" else AdaptiveWeightsConfig(),
         )
-        self.datasets: dict[str, Any] = {}  # each entry's dataset: a file's rows, or candidate set 0
-        self._candidates: dict[str, Candidates] = {}  # a generator's candidate sets at its current level
+        self.datasets: dict[str, Any] = {}  # a file's rows, or candidate set 0
+        self._candidates: dict[str, Candidates] = {}
         self.probes: dict[str, dict | None] = {}  # a generator's item 0: the question a failed search repeats
-        self._searches: dict[str, SearchCache | None] = {}  # a held-out generator's stored searches
+        self._searches: dict[str, SearchCache | None] = {}
         self._failed: set[str] = set()  # generators that failed on a candidate (warned once each)
         for name in self.mix:
             self._build(name)
@@ -170,7 +164,7 @@ class ReasoningGymDataset(Dataset):
         if not any(w > 0 for n, w in weights.items() if n not in unreachable):
             # adaptive weights can zero every reachable dataset (all solved, floor 0): keep the configured ones
             weights = {n: (self.mix[n].weight if w <= 0 else w) for n, w in weights.items()}
-        # Only positive weights of reachable datasets can be picked; the cumulative table drives the choice.
+
         names = [n for n, w in weights.items() if w > 0 and n not in unreachable]
         if not names:
             raise EmptyShareError(
@@ -205,8 +199,7 @@ class ReasoningGymDataset(Dataset):
         self._set_weights(self.state.weights)
 
     def _build(self, name: str) -> None:
-        """Dataset ``name`` of this split at its current curriculum level: read from its file, or a generator
-        whose probe (its item 0) says whether the split's share holds any of its questions."""
+        """Dataset ``name`` of this split at its current curriculum level: its file's rows, or a probed generator."""
         spec = self.mix[name]
         config = self.state.dataset_config(name, spec.config)
         seed = dataset_seed(self.base_seed, self.split, name)
@@ -228,8 +221,7 @@ class ReasoningGymDataset(Dataset):
             )
 
     def search(self, name: str, index: int) -> dict | None:
-        """Item ``index`` of generator ``name``: its first candidate in this split's share, or None after
-        ``MAX_ATTEMPTS``."""
+        """Item ``index`` of ``name``: its first candidate in this split's share, or None after ``MAX_ATTEMPTS``."""
         cache = self._searches.get(name)
         known = cache.lookup(index) if cache is not None else None
         if known is not None:
@@ -251,8 +243,7 @@ class ReasoningGymDataset(Dataset):
         return None
 
     def _candidate(self, name: str, attempt: int, index: int) -> dict | None:
-        """Candidate ``attempt`` of item ``index``, or None when the generator raises on its seed (``maze`` does,
-        rarely)."""
+        """Candidate ``attempt`` of item ``index``, or None when the generator raises on its seed (``maze``)."""
         try:
             return self._candidates[name].item(attempt, index)
         except Exception as error:  # noqa: BLE001 - any generator bug; reported once per dataset
@@ -265,8 +256,7 @@ class ReasoningGymDataset(Dataset):
             return None
 
     def belongs(self, question: str) -> bool:
-        """Whether a candidate's question can be an item of this split: it lies in the split's share, and the
-        training and validation splits leave out reasoning-gym's evaluation questions (``reference_questions``)."""
+        """Whether a question is in this split's share (and, but for ``eval``, not one of reasoning-gym's own)."""
         if split_of(question) != self.split:
             return False
         return self.split == SPLITS[-1] or not reference_questions.withheld(question)
@@ -286,8 +276,7 @@ class ReasoningGymDataset(Dataset):
         return self._names[min(bisect.bisect_right(self._cum_weights, u), len(self._names) - 1)]
 
     def entry(self, name: str, index: int) -> dict:
-        """Mix entry ``name``'s entry for item ``index``: a file's row, or a generator's search (its probe
-        when the search fails)."""
+        """Mix entry ``name``'s entry for item ``index``: a file's row, or a search (the probe when it fails)."""
         if self.mix[name].source is not None:
             return self.datasets[name][index]
         if index == 0:  # the probe is item 0's search

@@ -1,7 +1,4 @@
-"""Write a split of a training config to parquet in verl's RLHF layout, with its manifest: ``rg-verl export``.
-
-The layout and the manifest are in ``docs/data.md`` (Export a split).
-"""
+"""``rg-verl export``: a split of a config as parquet in verl's RLHF layout, with a manifest (``docs/data.md``)."""
 
 from __future__ import annotations
 
@@ -191,11 +188,7 @@ def export_split(
     limit: int | None = None,
     overwrite: bool = False,
 ) -> Path:
-    """Write ``split`` of ``config`` to ``out_dir/<split>.parquet`` (and ``manifest.json``, and ``hf/``); returns
-    ``out_dir``.
-
-    A non-empty ``out_dir`` is replaced only with ``overwrite``, once the new export is complete.
-    """
+    """Write ``split`` to ``out_dir/<split>.parquet``, ``manifest.json``, ``hf/``; replaces only with ``overwrite``."""
     _check_request(split, limit)
     out = _check_out(out_dir, overwrite)
     section = reasoning_gym_section(config)

@@ -1,8 +1,4 @@
-"""GSM8K and MATH from files: the rows of a split, as entries in reasoning-gym's format, checked before a run.
-
-A held-out split leaves out every row whose question is in the ``train`` file; item ``i`` is row ``i mod n`` in a
-seeded order. Configuration: ``docs/math.md``.
-"""
+"""GSM8K and MATH from files: a split's rows as reasoning-gym entries, checked before a run (``docs/math.md``)."""
 
 from __future__ import annotations
 
@@ -84,8 +80,7 @@ def _cached_rows(key: str) -> tuple[dict, ...]:
 
 
 def read_rows(source: str | dict) -> tuple[dict, ...]:
-    """The rows of a local ``.parquet``, ``.jsonl`` or ``.json`` file, or of ``{hub, name, split}``; read once per
-    process."""
+    """The rows of a ``.parquet``, ``.jsonl`` or ``.json`` file or a ``{hub, name, split}``, read once per process."""
     return _cached_rows(json.dumps(source, sort_keys=True))
 
 
@@ -142,8 +137,7 @@ def training_questions(source: FileSource) -> frozenset[str]:
 
 
 class FileDataset:
-    """The entries of one split of a file source, filtered by the mix entry's ``config``; ``dropped`` counts training
-    questions."""
+    """One split of a file source, filtered by the entry's ``config``; ``dropped`` counts training questions."""
 
     category = FILE_CATEGORY
 
@@ -165,8 +159,7 @@ class FileDataset:
                 f"{label}: no usable row for dataset {name!r} (of {total} rows) with config {config}; "
                 "check the file's format and the level/type filters"
             )
-        # a seeded order: a split shorter than the file samples all of it, not its first rows
-        # (files are often sorted, e.g. MATH by subject)
+        # a seeded order: a short split samples the whole file, which is often sorted (MATH by subject)
         random.Random(seed).shuffle(entries)
         self.entries = entries
 
@@ -211,8 +204,7 @@ def _check_exists(at: str, file: str | dict) -> None:
 
 
 def open_split(where: str, name: str, spec: DatasetSpec, split: str) -> FileDataset:
-    """Split ``split`` of file dataset ``name``, or a ConfigError naming the field (a bad train file at
-    ``source.train``)."""
+    """Split ``split`` of file dataset ``name``, or a ConfigError naming the field."""
     file = spec.source.required_file(where, name, split)
     if split != "train" and "train" in spec.source.files:
         _check_exists(f"{where}.source.train", spec.source.files["train"])

@@ -1,9 +1,4 @@
-"""The column layouts of file datasets (``gsm8k``, ``math``: the public datasets' own), and the shape a ``source`` may
-take.
-
-Each row becomes ``{"question", "answer", "metadata"}``, like a reasoning-gym entry. This module imports no config
-and no reader, so the config can import it.
-"""
+"""The column layouts of file datasets (``gsm8k``, ``math``) and the shape of a ``source``; it imports no config."""
 
 from __future__ import annotations
 
@@ -116,8 +111,7 @@ FORMATS = {
 
 @dataclass
 class FileSource:
-    """The ``source`` of a mix entry: a :data:`FORMATS` key and one file (or hub split) per split; ``eval`` falls back
-    to ``val``."""
+    """A mix entry's ``source``: a :data:`FORMATS` key and a file (or hub split) per split; ``eval`` defaults to val."""
 
     format: str
     files: dict[str, Any] = field(default_factory=dict)

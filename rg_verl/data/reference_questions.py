@@ -1,5 +1,4 @@
-"""reasoning-gym's own items: its evaluator's (:class:`ReferenceItems`), its training composite's
-(:func:`training_questions`), and the shipped list that keeps the evaluator's out of training (:func:`shipped_hashes`).
+"""reasoning-gym's own items: its evaluator's, its training composite's, and the shipped list that withholds them.
 
 ``reference_questions.txt`` is written by ``PYTHONHASHSEED=0 python utils/ship_reference_questions.py``.
 """
@@ -148,8 +147,7 @@ class ReferenceTraining:
 
 
 def training_questions(training: ReferenceTraining, names: Iterable[str]) -> dict[str, set[str]]:
-    """The question hashes of the composite's items from each dataset of ``names``, drawn as ``CompositeDataset``
-    draws."""
+    """The question hashes of the composite's items from each of ``names``, drawn as ``CompositeDataset`` draws."""
     order = list(training.datasets)
     weights = [training.datasets[name]["weight"] for name in order]
     wanted = set(names)

@@ -1,8 +1,6 @@
 """Held-out searches kept on disk: which candidate holds each validation or evaluation item (``docs/data.md``).
 
-One file per candidate space (:func:`space_key`), one line ``index attempt hash`` per item (``-1 -``: no candidate
-in the share), appended with one ``O_APPEND`` write so processes can share a file; a torn last line is skipped.
-A line is checked on use against the regenerated question's hash, so a cache never changes an item.
+One file per candidate space, a line ``index attempt hash`` per item (``-1 -``: none) in one ``O_APPEND`` write.
 """
 
 from __future__ import annotations
@@ -29,8 +27,7 @@ __all__ = ["ENV", "SHIPPED", "SearchCache", "cache_dir", "space_key"]
 
 ENV = "RG_VERL_SEARCH_CACHE"
 SHIPPED = Path(__file__).with_name("shipped_searches")
-# bump when what a candidate generates changes (rg_verl.data.candidates), which stored hashes cannot catch
-# for spaces stored as having no candidate in the share
+# bump when what a candidate generates changes: hashes cannot catch it for spaces stored as having none
 FORMAT = 1
 NOT_FOUND = -1
 _LINE = re.compile(r"(\d+) (-1|\d+) ([0-9a-f]{16}|-)")
@@ -49,8 +46,7 @@ def cache_dir() -> Path | None:
 
 
 def space_key(name: str, config: Mapping[str, Any], seed: int, size: int, stride: int, split: str) -> dict | None:
-    """What a candidate space's items depend on (``PYTHONHASHSEED`` for ``HASH_SEED_DEPENDENT``), or None when
-    random."""
+    """What a candidate space's items depend on (``PYTHONHASHSEED`` too, for some), or None when random."""
     hash_seed = None
     if name in HASH_SEED_DEPENDENT:
         hash_seed = os.environ.get("PYTHONHASHSEED", "random")
@@ -74,16 +70,14 @@ def space_key(name: str, config: Mapping[str, Any], seed: int, size: int, stride
 
 
 def withheld_digest() -> str:
-    """A digest of the questions that the training and validation splits pass over (about 2 ms; not cached,
-    so that it always follows :func:`reference_questions.shipped_hashes`)."""
+    """A digest of the questions the training and validation splits pass over (about 2 ms, so not cached)."""
     text = "\n".join(sorted(reference_questions.shipped_hashes()))
     return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
 @functools.lru_cache(maxsize=1)
 def generator_version() -> str | None:
-    """reasoning-gym's version, and for an install from a repository or a folder where it came from (a
-    changed generator under the same version number must not meet the searches of the old one)."""
+    """reasoning-gym's version, and where a repository or folder install came from (its generators may change)."""
     try:
         distribution = importlib.metadata.distribution("reasoning-gym")
     except importlib.metadata.PackageNotFoundError:
@@ -118,8 +112,7 @@ def read_lines(path: Path) -> dict[int, tuple[int, str | None]]:
 
 
 class SearchCache:
-    """The stored searches of one candidate space, new lines to ``folder`` (None: none), over read-only ``shipped``
-    files."""
+    """The stored searches of one candidate space, new lines to ``folder`` (None: none), over ``shipped`` files."""
 
     def __init__(self, key: Mapping[str, Any], folder: Path | None, shipped: Path | None):
         self.key = dict(key)
@@ -134,8 +127,7 @@ class SearchCache:
 
     @classmethod
     def open(cls, name: str, config: Mapping[str, Any], seed: int, size: int, stride: int, split: str):
-        """The cache of a space in the user's folder over the shipped one; None when the cache is off
-        (every search is made afresh) or the space's items follow the process."""
+        """A space's cache, the user's folder over the shipped one; None when off or the items follow the process."""
         key = space_key(name, config, seed, size, stride, split)
         folder = cache_dir()
         return None if key is None or folder is None else cls(key, folder, SHIPPED)

@@ -1,7 +1,4 @@
-"""How many distinct questions a split can reach, estimated by sampling, and the warnings before a run.
-
-With ``D`` distinct questions among ``n`` samples, ``D = N * (1 - (1 - 1/N) ** n)`` gives the space ``N`` (an
-underestimate for a skewed generator, so the warnings err toward warning); no repeat says only ``N > n**2 / 2``.
+"""How many distinct questions a split can reach, from ``D = N * (1 - (1 - 1/N) ** n)`` over samples; the warnings.
 
 >>> round(space_size(samples=2000, distinct=2000) or 0), round(space_size(samples=2000, distinct=216))
 (0, 216)
@@ -92,8 +89,7 @@ def estimate_space(
 
 
 def widening_params(name: str) -> list[str]:
-    """The config fields of dataset ``name`` that widen its space: its curriculum's attributes, else its
-    integer fields."""
+    """The config fields that widen ``name``'s space: its curriculum's attributes, else its integer fields."""
     if has_curriculum(name):
         fields: list[str] = []
         for attribute in create_curriculum(name).attributes.values():
@@ -125,10 +121,7 @@ def _warning(where: str, split: str, wanted: float, estimate: SpaceEstimate) -> 
 def space_warnings(
     settings: ReasoningGymConfig, splits: Sequence[str] = ("train", "val"), where: str = "reasoning_gym"
 ) -> list[str]:
-    """One warning per (split, generator) whose expected item count exceeds the questions its share holds.
-
-    Raises ConfigError when no dataset of a split's mix can give it an item, which would stop the run inside Ray.
-    """
+    """A warning per (split, generator) asking more items than its share holds; ConfigError where a mix gives none."""
     from rg_verl.data.dataset import dataset_seed  # deliberately lazy: the dataset module imports torch
 
     estimates: dict[str, SpaceEstimate] = {}
