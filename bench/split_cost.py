@@ -42,9 +42,6 @@ VAL_SECONDS_GOAL = 30.0
 WARM_UP_SEED = 4 * 10**9
 
 
-# ---- counting what the rules generate
-
-
 @dataclasses.dataclass
 class Tally:
     """Per dataset name: items generated and their seconds, datasets constructed (candidate sets) and theirs."""
@@ -65,9 +62,6 @@ class Tally:
         finally:
             self.sets[name] += 1
             self.set_seconds[name] += time.perf_counter() - start
-
-
-# ---- the old rule, the baseline
 
 
 class OldRule:
@@ -115,9 +109,6 @@ class OldRule:
         entry = to_json_safe(entry)
         messages = chat_messages(self.prompt, entry["question"])
         return {"raw_prompt": messages, "entry": entry, "dummy_tensor": torch.tensor([0], dtype=torch.uint8)}
-
-
-# ---- timing one split under one rule
 
 
 @dataclasses.dataclass
@@ -242,9 +233,6 @@ def measure_config(data: DictConfig, args: argparse.Namespace) -> dict[str, dict
                     if rule not in best[split] or run.wall < best[split][rule].wall:
                         best[split][rule] = run
     return best
-
-
-# ---- configs and the report
 
 
 def shipped_configs(substring: str | None) -> list[Path]:

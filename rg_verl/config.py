@@ -20,9 +20,6 @@ __all__ = ["model_context", "tiny_model_config", "validate"]
 PLUGIN_PATHS = ("data.custom_cls.path", "reward.custom_reward_function.path")
 
 
-# ---- the tiny_model section: declared by rg_verl.cpu.tiny_model (sizes) and rg_verl.cpu.warm_start (its options)
-
-
 def _run_prompts(config: DictConfig) -> dict[str, Any]:
     """A warm start's prompts as the run draws them: the mix's generated datasets (files have none), its prompt."""
     mix = plain(OmegaConf.select(config, "reasoning_gym.datasets", default=None))
@@ -52,9 +49,6 @@ def model_context(path: str, tiny: TinyModelConfig | None = None) -> ContextLeng
         return ContextLength(positions, f"tiny_model.max_position_embeddings {positions}, the tiny model rg-verl "
                              "builds there", positions)  # fmt: skip
     return found
-
-
-# ---- the composed config
 
 
 def validate(config: DictConfig) -> ReasoningGymConfig:

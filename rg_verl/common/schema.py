@@ -214,9 +214,6 @@ def _blank_is_empty(f: dataclasses.Field, kind: Any) -> bool:
     return isinstance(empty, dict | list) and not empty
 
 
-# ---- value checks that no type check covers (the evaluation config's); each takes ``where`` and the value ----
-
-
 def text(where: str, value: Any) -> str:
     if not isinstance(value, str) or not value:
         raise ConfigError(f"{where}: {value!r} is not a non-empty string; set one")
@@ -252,9 +249,6 @@ def parse_entry(cls: type, data: Any, where: str, shape: str, skip: tuple[str, .
         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             values.setdefault(f.name, None)
     return parse_section(cls, values, where, skip=skip)
-
-
-# ---- checks that several sections share
 
 
 def _module_of(path: Any, package: str) -> str | None:

@@ -77,8 +77,6 @@ class Comparison:
             )
         return folder / f"global_step_{step}"
 
-    # ---- methods
-
     def oreo_round(self, r: int, policy: Model) -> Model:
         config, folder = self.config, self.out / "oreo" / f"round_{r}"
         train_options = ["--config-path", self.train_dir, "--config-name", config.train.config_name,
@@ -136,8 +134,6 @@ class Comparison:
         self._stage("grpo_train", command, {"VERL_FILE_LOGGER_PATH": str(folder / "metrics.jsonl")})
         actor = folder / "train" / f"global_step_{steps}" / "actor"
         return Model("grpo", str(self.stages.convert("grpo_convert", actor, folder / "model_hf")), config.budget)
-
-    # ---- evaluation and the report
 
     def evaluate(self, model: Model) -> list[Row]:
         rows = []

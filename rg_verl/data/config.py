@@ -21,12 +21,8 @@ __all__ = [
 SOURCE_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*$")
 
 
-
 def _parse_source(where: str, value: Any) -> FileSource | None:
     return None if value is None else parse_source(where, value)
-
-
-# ---- the reasoning_gym section
 
 
 @dataclass
@@ -183,9 +179,6 @@ class ReasoningGymConfig:
 
     def size(self, split: str) -> int:
         return getattr(self, f"{split}_size")
-
-
-# ---- reasoning-gym's datasets by name: an unknown name, or a config reasoning-gym rejects
 
 
 def dataset_name_error(where: str, name: str) -> ConfigError:

@@ -26,9 +26,6 @@ class SourceError(ValueError):
     """A file source that cannot be read or has the wrong layout; the message names the file."""
 
 
-# ---- reading rows
-
-
 def _read_json(path: str) -> list[dict]:
     with open(path, encoding="utf-8") as f:
         if path.endswith(".jsonl"):
@@ -190,9 +187,6 @@ class FileDataset:
 
     def __getitem__(self, index: int) -> dict:
         return self.entries[index % len(self.entries)]
-
-
-# ---- the check before training: every file a run needs, read once
 
 
 def _check_exists(at: str, file: str | dict) -> None:

@@ -106,9 +106,6 @@ FORMATS = {
 }
 
 
-# ---- the shape of a source, as the config may write it (rg_verl.config parses with these; no file is read)
-
-
 @dataclass
 class FileSource:
     """A mix entry's ``source``: a :data:`FORMATS` key and a file (or hub split) per split; ``eval`` defaults to val."""

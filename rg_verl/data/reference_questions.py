@@ -59,9 +59,6 @@ class ReferenceItems:
         return [question_hash(self[i]["question"]) for i in range(self.size)]
 
 
-# ---- the shipped list
-
-
 @functools.cache
 def shipped_hashes() -> frozenset[str]:
     """The question hashes of ``reference_questions.txt`` (lines starting with ``#`` are its header)."""
@@ -109,9 +106,6 @@ def recorded_digest() -> str | None:
         if line.startswith(ENTRIES_TAG):
             return line[len(ENTRIES_TAG) :].strip()
     return None
-
-
-# ---- the reference's training composite
 
 
 def _mix(where: str, value: Any) -> dict[str, dict]:

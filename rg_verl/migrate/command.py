@@ -27,8 +27,6 @@ COMMAND = "rg-verl migrate-config"
 DEFAULTS = ["ppo_trainer", "rg_verl_base", "grpo_3b", "_self_"]
 SEARCHPATH = ["pkg://verl.trainer.config", "pkg://rg_verl.conf"]
 
-# ---- telling a reference config from ours
-
 
 def reference_schema_keys(config: Any) -> list[str]:
     """The keys of ``config`` (a mapping or an OmegaConf config) that only the reference's schema has."""
@@ -57,9 +55,6 @@ def refuse_reference_schema(config: Any) -> None:
         )
 
 
-# ---- our defaults
-
-
 @functools.lru_cache(maxsize=1)
 def _composed_defaults() -> dict:
     from hydra import compose, initialize_config_dir
@@ -78,9 +73,6 @@ def _composed_defaults() -> dict:
 def default_config() -> dict:
     """Our defaults composed (verl's ``ppo_trainer``, ``rg_verl_base``, ``grpo_3b``), interpolations unresolved."""
     return merge({}, _composed_defaults())
-
-
-# ---- the migration
 
 
 def migrate(old: Any) -> tuple[dict, Unmapped]:
@@ -120,8 +112,6 @@ def _fit_micro_batches(m: Migration, defaults: dict, desired: dict) -> None:
         m.report(key, f"{old} does not split each rank's share into whole micro-batches, which verl 0.9.1's "
                       f"engine workers stop on; set to {new}")  # fmt: skip
 
-
-# ---- the writer
 
 # the order of sections in the written file, as in the shipped configs
 SECTION_ORDER = ("hydra", "defaults", "reasoning_gym", "data", "actor_rollout_ref", "algorithm", "reward", "trainer")

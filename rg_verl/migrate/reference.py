@@ -28,9 +28,6 @@ def _mapping(m: Migration, where: str, value: Any) -> dict:
     return {}
 
 
-# ---- reasoning_gym
-
-
 def reasoning_gym(m: Migration, curriculum_mix: dict | None) -> None:
     """``dataset_size`` -> ``train_size``, ``developer_prompt`` -> ``system_prompt``, ``datasets`` as they are."""
     for key, value in _mapping(m, "reasoning_gym", m.old.get("reasoning_gym")).items():
@@ -82,9 +79,6 @@ def _is_prompt_key(value: Any) -> bool:
     from reasoning_gym.utils import SYSTEM_PROMPTS
 
     return isinstance(value, str) and value in SYSTEM_PROMPTS
-
-
-# ---- curriculum
 
 
 def curriculum(m: Migration) -> dict | None:
@@ -174,9 +168,6 @@ def starting_config(name: str, levels: Mapping[str, int]) -> dict:
                 value = generated[field]
                 fields[field] = list(value) if isinstance(value, tuple) else value
     return fields
-
-
-# ---- reward
 
 
 def reward(m: Migration) -> None:

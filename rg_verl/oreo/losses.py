@@ -59,9 +59,6 @@ class OreoLossConfig:
             )
 
 
-# ---- pure tensor functions on padded [B, R] tensors
-
-
 def reverse_cumsum(x: torch.Tensor) -> torch.Tensor:
     """Σ_{i≥t} x_i along the last dimension (the tail sums of Eqs. 7-9).
 
@@ -164,9 +161,6 @@ def kl_terms(log_probs: torch.Tensor, ref_log_prob: torch.Tensor, mask: torch.Te
     mask = mask.bool()
     kld = kl_penalty(log_probs.float(), ref_log_prob.float(), kl_type)
     return _masked(kld, mask).sum(-1) / _lengths(mask)
-
-
-# ---- verl-signature adapters
 
 
 def _scale(data: TensorDict) -> float:

@@ -91,8 +91,6 @@ class OreoTrainer:
         self.critic.set_loss_fn(self.value_loss)
         self.global_step = 0
 
-    # ---- setup
-
     def _load(self, files: list[str], validation: bool) -> list[Trajectory]:
         reward, oreo = self.settings.oreo.reward, self.settings.oreo
         return load_trajectories(
@@ -134,8 +132,6 @@ class OreoTrainer:
     def _barrier(self) -> None:
         if dist.is_initialized():
             dist.barrier()
-
-    # ---- engine passes
 
     def _meta(self, batch_size: int) -> dict[str, Any]:
         data = self.settings.data
@@ -238,8 +234,6 @@ class OreoTrainer:
         for source, mean in per_group_means(last, [t.data_source for t in self.val]).items():
             metrics[f"val/{source}/value_last_mean"] = mean
         return metrics
-
-    # ---- the loop
 
     def _resume(self) -> None:
         trainer = self.settings.trainer

@@ -51,9 +51,6 @@ def shard_name(number: int) -> str:
     return f"trajectories-{number:05d}.parquet"
 
 
-# ---- writing
-
-
 def _reward_keys(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """The reward columns of ``rows``: score and accuracy first, then the others in the order first seen."""
     keys = dict.fromkeys(FIRST_REWARDS)
@@ -90,9 +87,6 @@ def shard_is_stored(path: Path, metadata: Mapping[str, Any]) -> bool:
     return True
 
 
-# ---- the collection folder: manifest.json, checked on resume
-
-
 def _dig(mapping: Any, dotted: str) -> Any:
     for key in dotted.split("."):
         mapping = mapping.get(key) if isinstance(mapping, dict) else None
@@ -123,9 +117,6 @@ def open_collection(
         raise ConfigError(f"out: {out} exists and is not empty; choose a new folder, or pass --overwrite")
     write_atomic(stored_file, json.dumps(manifest, indent=2) + "\n")
     return manifest
-
-
-# ---- reading
 
 
 @dataclass(frozen=True)
