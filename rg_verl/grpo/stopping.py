@@ -13,7 +13,7 @@ from pathlib import Path
 from rg_verl.grpo.console import MARK
 from rg_verl.grpo.resume import checkpoint_state
 
-__all__ = ["Interrupted", "RunStopped", "StopSignals", "resume_command", "stop_line", "teardown"]
+__all__ = ["Interrupted", "RunStopped", "StopSignals", "resume_command", "stop_line", "teardown", "typed_argv"]
 
 logger = logging.getLogger(__name__)
 
@@ -131,9 +131,18 @@ class StopSignals:
         self._now = True
 
 
+def typed_argv(orig_argv: list[str] | None = None) -> list[str]:
+    """The script and the arguments the user typed (``sys.orig_argv`` less the interpreter and its options; the
+    command line sets ``sys.argv`` to Hydra's for the length of the run)."""
+    argv = list(sys.orig_argv if orig_argv is None else orig_argv)[1:]
+    while argv and argv[0].startswith("-") and argv[0] not in ("-m", "-c"):
+        argv = argv[2:] if argv[0] in ("-X", "-W") else argv[1:]
+    return argv if argv and not argv[0].startswith("-") else list(sys.argv)
+
+
 def resume_command(argv: list[str] | None = None) -> str:
     """The command line that ran this process, as a user would type it again."""
-    argv = list(sys.argv if argv is None else argv)
+    argv = typed_argv() if argv is None else list(argv)
     if argv and argv[0].endswith(".py"):
         return shlex.join(["python", *argv])
     return shlex.join([os.path.basename(argv[0]) if argv else "rg-verl", *argv[1:]])
@@ -148,7 +157,7 @@ def stop_line(reason: str, folder: str | os.PathLike, command: str | None = None
         steps = ", ".join(f"global_step_{s}" for s in interrupted)
         saved += f" ({steps}: an interrupted save, which the rerun reports and passes over)"
     if command is None:
-        argv = [arg for arg in sys.argv if not arg.lstrip("+").startswith("trainer.resume_mode=")]
+        argv = [arg for arg in typed_argv() if not arg.lstrip("+").startswith("trainer.resume_mode=")]
         command = resume_command(argv + ["trainer.resume_mode=auto"] if resume_mode != "auto" else argv)
     again = "resume with" if step is not None else "start again with"
     return f"{MARK} the run stopped: {reason}; {saved}; {again}: {command}"

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from rg_verl.grpo import stopping
-from rg_verl.grpo.stopping import Interrupted, StopSignals, resume_command, stop_line
+from rg_verl.grpo.stopping import Interrupted, StopSignals, resume_command, stop_line, typed_argv
 
 
 def complete_step(folder, step: int) -> None:
@@ -47,6 +47,16 @@ def test_the_resume_command_is_the_one_typed():
         "python train_grpo.py --config-name learn 'trainer.logger=[console,file]'"
     )
     assert resume_command(["/venv/bin/rg-verl", "train", "a=1"]) == "rg-verl train a=1"
+
+
+def test_the_typed_command_line_outlasts_hydras():
+    """The command line swaps sys.argv for Hydra's (an absolute config folder, a job name) while the run goes."""
+    typed = ["train_grpo.py", "--config-name", "learn", "x=1"]
+    assert typed_argv(["/venv/bin/python", "-u", "-X", "importtime", *typed]) == typed
+    assert typed_argv(["/venv/bin/python", "/venv/bin/rg-verl", "train"]) == ["/venv/bin/rg-verl", "train"]
+    script = "import sys; from rg_verl.grpo.stopping import resume_command; sys.argv = ['x.py', 'hydra.job.name=j']; "
+    done = subprocess.run([sys.executable, "-c", script + "print(resume_command())"], capture_output=True, text=True)
+    assert done.stdout.strip() == "python x.py hydra.job.name=j"  # -c: no script typed, so sys.argv it is
 
 
 def wait_in_main_thread(seconds: float) -> None:
