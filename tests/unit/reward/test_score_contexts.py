@@ -4,8 +4,8 @@ Every dataset's reference answers (the oracle test's items, which it scores in t
 answers of ``intermediate_integration`` that are unevaluated integrals (``3*Integral(x**3*cos(3*x), x) + C``,
 about 9% of its items), are scored in another thread, in a daemonic ``multiprocessing.Pool`` worker (as in a data-loader
 worker) and in a Ray actor. Each must score 1, as reasoning-gym's own scorer does. The sympy-parsing scorers
-run in bounded worker processes (``rg_verl.reward.time_limit``), which a daemonic process could not start
-before ``rg_verl.reward.worker_pool._children_allowed``.
+run in bounded worker processes (``rg_verl.reward.time_limit``), which multiprocessing refuses a daemonic process
+until it clears its ``daemon`` flag.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import threading
 import reasoning_gym
 from reasoning_gym.factory import DATASETS, get_score_answer_fn
 
-from rg_verl.reward import compute_score, time_limit
+from rg_verl.reward import compute_score
 from rg_verl.reward.sympy_guard import SYMPY_PARSED
 from tests.helpers import unhurried_scoring
 from tests.unit.reward.test_oracle import CONSTRUCTED, SKIPPED, items
@@ -44,17 +44,12 @@ def cases() -> list[Case]:
 
 def accuracies(batch: list[Case]) -> list[float]:
     """The reward's accuracy of each case's answer in a well-formatted response (module level: picklable), with no
-    wall-clock limit a loaded machine could hit (a Ray actor's workers run at nice 15): neither the reward's limit
-    per answer nor the bounded workers' limit on starting up."""
-    time_limit.configure(startup_timeout=600.0)
-    try:
-        with unhurried_scoring():
-            return [
-                compute_score(source, f"<think>x</think><answer>{answer}</answer>", answer, info)["accuracy"]
-                for source, answer, info in batch
-            ]
-    finally:
-        time_limit.configure()
+    per-answer limit a loaded machine could hit (a Ray actor's workers run at nice 15)."""
+    with unhurried_scoring():
+        return [
+            compute_score(source, f"<think>x</think><answer>{answer}</answer>", answer, info)["accuracy"]
+            for source, answer, info in batch
+        ]
 
 
 def test_the_cases_cover_every_dataset_and_reasoning_gym_scores_them_1():

@@ -1,12 +1,14 @@
-"""Tests for rg_verl.reward.time_limit (and its rg_verl.reward.worker_pool): hard time limits in worker processes.
+"""Tests for rg_verl.reward.time_limit: hard time limits in worker processes.
 
 A call that could hang runs under ``tests.helpers.within``: a generous deadline against hangs, which
 includes any cold start of the workers; the limit itself is checked by the status a call returns.
 """
 
 import asyncio
+import ctypes
 import functools
 import itertools
+import multiprocessing
 import operator
 import os
 import signal
@@ -52,6 +54,27 @@ def unpicklable_result():
 
 def worker_pid() -> int:
     return os.getpid()
+
+
+def pid_then_sleep(path: str, seconds: float) -> int:
+    with open(path, "w") as f:
+        f.write(str(os.getpid()))
+    time.sleep(seconds)
+    return os.getpid()
+
+
+def imported(name: str) -> bool:
+    return name in sys.modules
+
+
+def parent_death_signal() -> int:
+    found = ctypes.c_int(0)
+    ctypes.CDLL(None).prctl(2, ctypes.byref(found), 0, 0, 0)  # PR_GET_PDEATHSIG
+    return found.value
+
+
+def sigterm_is_default() -> bool:
+    return signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 
 
 def _state(pid: int) -> str | None:
@@ -134,6 +157,42 @@ def test_killed_worker_is_reaped_and_replaced(one_worker):
     assert status == "ok" and second != first
 
 
+def test_only_the_overrunning_calls_worker_dies(tmp_path):
+    bounded.configure(max_workers=2)
+    try:
+        call_bounded(worker_pid, timeout=60)  # the workers are up
+        path = tmp_path / "pid"
+        with ThreadPoolExecutor(2) as pool:
+            innocent = pool.submit(call_bounded, pid_then_sleep, str(tmp_path / "other"), 3.0, timeout=60)
+            late = pool.submit(within, HANG_S, call_bounded, pid_then_sleep, str(path), 600.0, timeout=1.0)
+            assert late.result().status == "timeout"
+            survivor, status = innocent.result()
+        assert status == "ok" and survivor != os.getpid()
+        killed = int(path.read_text())
+        assert _gone(killed), f"the worker that overran ({killed}) lives on"
+        assert _state(survivor) not in (None, "Z"), "the other call's worker was killed too"
+    finally:
+        bounded.configure()
+
+
+def test_workers_import_their_preload_before_any_call():
+    bounded.configure(max_workers=1, preload=("tabnanny",))  # a module nothing here imports
+    try:
+        assert call_bounded(imported, "tabnanny", timeout=60) == (True, "ok")
+    finally:
+        bounded.configure()
+    assert call_bounded(imported, "tabnanny", timeout=60) == (False, "ok")
+    for name in bounded.PRELOAD:
+        assert call_bounded(imported, name, timeout=60) == (True, "ok")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl is Linux-only")
+def test_workers_are_killed_by_sigterm_at_once_and_by_their_parents_death():
+    # pebble stops an overrunning worker with SIGTERM: its own handler would wait for the next bytecode
+    assert call_bounded(sigterm_is_default, timeout=60) == (True, "ok")
+    assert call_bounded(parent_death_signal, timeout=60) == (signal.SIGKILL, "ok")
+
+
 def test_memory_limit_turns_runaway_allocation_into_an_error():
     bounded.configure(max_workers=1, memory_headroom_bytes=256 << 20)
     try:
@@ -203,13 +262,20 @@ def test_status_is_a_string():
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux-only")
 def test_worker_dies_with_its_parent():
+    # the first call comes from a thread that ends: its worker outlives that thread, not the process
     script = textwrap.dedent(
         """
-        import os, time
+        import os, threading
         from rg_verl.reward import time_limit as bounded
+        from tests.unit.reward.test_time_limit import spin_forever
         bounded.configure(max_workers=1, preload=())
-        print(bounded.call_bounded(os.getpid, timeout=60).value, flush=True)
-        bounded.call_bounded(time.sleep, 600, timeout=600)
+        first = []
+        thread = threading.Thread(target=lambda: first.append(bounded.call_bounded(os.getpid, timeout=60).value))
+        thread.start()
+        thread.join()
+        assert bounded.call_bounded(os.getpid, timeout=60).value == first[0]
+        print(first[0], flush=True)
+        bounded.call_bounded(spin_forever, timeout=600)
         """
     )
     proc = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, stdout=subprocess.PIPE, text=True)
@@ -223,3 +289,22 @@ def test_worker_dies_with_its_parent():
         proc.wait()
         proc.stdout.close()
     assert _gone(worker, limit_s=30.0, zombie_ok=True), f"orphaned worker {worker} survived its parent"
+
+
+def call_in_a_daemonic_process(conn) -> None:
+    conn.send((call_bounded(operator.add, 1, 2, timeout=60), call_bounded(time.sleep, 60, timeout=0.3)))
+
+
+def test_a_daemonic_process_starts_workers_and_exits():
+    context = multiprocessing.get_context("fork")
+    receiver, sender = context.Pipe(duplex=False)
+    process = context.Process(target=call_in_a_daemonic_process, args=(sender,), daemon=True)
+    process.start()
+    try:
+        assert receiver.poll(HANG_S), "no answer from the daemonic process"
+        assert receiver.recv() == ((3, "ok"), (None, "timeout"))
+        process.join(HANG_S)  # it stops its workers as it exits: multiprocessing would wait for them
+        assert process.exitcode == 0
+    finally:
+        if process.is_alive():
+            process.kill()
