@@ -77,7 +77,7 @@ def sigterm_is_default() -> bool:
     return signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 
 
-def _state(pid: int) -> str | None:
+def process_state(pid: int) -> str | None:
     """The /proc state letter of ``pid``, None if it no longer exists."""
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -86,12 +86,12 @@ def _state(pid: int) -> str | None:
         return None
 
 
-def _gone(pid: int, limit_s: float = 10.0, zombie_ok: bool = False) -> bool:
+def gone(pid: int, limit_s: float = 10.0, zombie_ok: bool = False) -> bool:
     """Whether ``pid`` exits (and is reaped, unless ``zombie_ok``) within ``limit_s`` seconds."""
     dead = (None, "Z", "X") if zombie_ok else (None,)
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
-        if _state(pid) in dead:
+        if process_state(pid) in dead:
             return True
         time.sleep(0.05)
     return False
@@ -152,7 +152,7 @@ def test_killed_worker_is_reaped_and_replaced(one_worker):
     assert status == "ok" and first != os.getpid()
     assert call_bounded(worker_pid, timeout=10).value == first  # reused while healthy
     assert within(HANG_S, call_bounded, time.sleep, 60, timeout=0.3).status == "timeout"
-    assert _gone(first), f"timed-out worker {first} not reaped (state {_state(first)})"
+    assert gone(first), f"timed-out worker {first} not reaped (state {process_state(first)})"
     second, status = call_bounded(worker_pid, timeout=30)
     assert status == "ok" and second != first
 
@@ -169,8 +169,8 @@ def test_only_the_overrunning_calls_worker_dies(tmp_path):
             survivor, status = innocent.result()
         assert status == "ok" and survivor != os.getpid()
         killed = int(path.read_text())
-        assert _gone(killed), f"the worker that overran ({killed}) lives on"
-        assert _state(survivor) not in (None, "Z"), "the other call's worker was killed too"
+        assert gone(killed), f"the worker that overran ({killed}) lives on"
+        assert process_state(survivor) not in (None, "Z"), "the other call's worker was killed too"
     finally:
         bounded.configure()
 
@@ -241,7 +241,7 @@ def test_shutdown_kills_the_workers_and_the_next_call_starts_new_ones(one_worker
     first, status = call_bounded(worker_pid, timeout=30)
     assert status == "ok"
     bounded.shutdown()
-    assert _gone(first, zombie_ok=True), f"worker {first} survived shutdown (state {_state(first)})"
+    assert gone(first, zombie_ok=True), f"worker {first} survived shutdown (state {process_state(first)})"
     second, status = call_bounded(worker_pid, timeout=30)
     assert status == "ok" and second != first
 
@@ -250,7 +250,7 @@ def test_configure_replaces_the_pool():
     first, _ = call_bounded(worker_pid, timeout=30)
     bounded.configure(max_workers=1, preload=())
     try:
-        assert _gone(first, zombie_ok=True), "configure() shuts the old workers down"
+        assert gone(first, zombie_ok=True), "configure() shuts the old workers down"
         assert call_bounded(operator.add, 1, 2, timeout=30) == (3, "ok")
     finally:
         bounded.configure()
@@ -283,12 +283,12 @@ def test_worker_dies_with_its_parent():
         line = proc.stdout.readline()
         assert line.strip().isdigit(), f"unexpected output {line!r}"
         worker = int(line)
-        assert _state(worker) not in (None, "Z")
+        assert process_state(worker) not in (None, "Z")
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         proc.stdout.close()
-    assert _gone(worker, limit_s=30.0, zombie_ok=True), f"orphaned worker {worker} survived its parent"
+    assert gone(worker, limit_s=30.0, zombie_ok=True), f"orphaned worker {worker} survived its parent"
 
 
 def call_in_a_daemonic_process(conn) -> None:
