@@ -16,7 +16,6 @@ from rg_verl.reward.config import RewardConfig
 
 __all__ = ["model_context", "tiny_model_config", "validate"]
 
-# the config keys that name one of our modules for verl to load
 PLUGIN_PATHS = ("data.custom_cls.path", "reward.custom_reward_function.path")
 
 
@@ -43,8 +42,7 @@ def tiny_model_config(config: DictConfig) -> TinyModelConfig:
 
 def model_context(path: str, tiny: TinyModelConfig | None = None) -> ContextLength | None:
     """The context length of the model at ``path``: its local config's, else the ``tiny`` model's, else None."""
-    found = context_length(path)
-    if found is None and tiny is not None:
+    if (found := context_length(path)) is None and tiny is not None:
         positions = tiny.max_position_embeddings
         return ContextLength(positions, f"tiny_model.max_position_embeddings {positions}, the tiny model rg-verl "
                              "builds there", positions)  # fmt: skip

@@ -1,31 +1,6 @@
-"""What verl 0.9.1 accepts and then gets wrong: each check raises a ConfigError before Ray starts.
+"""What verl 0.9.1 accepts and then gets wrong, each refused with a ConfigError before Ray starts.
 
-- **Group sizes.** GRPO and every advantage estimator of verl 0.9.1 that compares the responses of one prompt
-  (:data:`GROUP_ESTIMATORS`) read ``actor_rollout_ref.rollout.n`` responses as a group; with one, verl trains on
-  the raw score (grpo, rloo), on nothing (rloo_vectorized) or stops mid-run (grpo_passk), and says nothing first.
-- **Legacy reward keys.** verl 0.9.1's schema still holds the top-level ``custom_reward_function`` and
-  ``reward_model`` sections of its legacy reward worker, but its trainer reads only ``reward.*``: a config
-  ported from an older verl trains with the default reward, and nothing says so.
-- **Batch shapes.** verl checks that a step's samples split over the ranks; it does not check that each
-  rank's share splits into micro-batches, so such a run stops in its first log-prob or update pass with
-  ``data size must be divisible by force_group_size * micro_batch_size_per_gpu``.
-- **Group filtering** (``algorithm.filter_groups``, DAPO's dynamic sampling) drops the groups whose metric is
-  the same for every response. Only a binary outcome makes that "all right or all wrong": on the shaped
-  score (verl's ``reward``, our ``score``) a group of wrong answers whose format or length terms differ stays.
-- **Context lengths** (:func:`check_context_length`, which :func:`rg_verl.config.validate` runs with the model's
-  context): a prompt and response longer than the model's positions, or than
-  ``actor_rollout_ref.rollout.max_model_len``, stop the rollout engine once it has loaded, or are cut short by
-  verl's rollout server. verl 0.9.1's vllm, sglang and trtllm servers also cap ``max_model_len`` at the config's
-  ``max_position_embeddings`` as written, rope scaling aside, and refuse a larger one (:data:`CAPPED_ROLLOUTS`).
-- **The agent loop.** verl looks ``actor_rollout_ref.rollout.agent.default_agent_loop`` up only inside a Ray
-  worker, after every model has loaded; an unknown name is named here. rg-verl's ``rg_verl_retry`` episodes
-  (rg_verl/retry/) also need their ``retry:`` section and rg-verl's reward, which judges each try.
-- **The replay buffer's refill bound** (rg_verl/grpo/sampler.py) is read inside a Ray actor; a bad value is
-  named here instead.
-- **LoRA on vLLM** (:func:`check_vllm_lora`, run once the device's environment is set, since it imports vLLM):
-  verl loads each synced adapter through ``WeightsMapper.get_unstacked_mapper()`` for any vLLM from 0.25 on
-  (``verl/utils/vllm/utils.py:82-83``), which vLLM 0.30 removed. The vLLM worker's ``AttributeError`` then leaves
-  verl's weight sender waiting for ever (``bucketed_weight_transfer.py:164``): a run that hangs at its first sync.
+docs/configs.md ("Checked before Ray starts") says what each check prevents.
 """
 
 from __future__ import annotations
@@ -40,22 +15,10 @@ from rg_verl.common.schema import ConfigError
 from rg_verl.retry.episode import AGENT_LOOP, RetryConfig
 
 __all__ = [
-    "BINARY_METRICS",
-    "CAPPED_ROLLOUTS",
-    "GROUP_ESTIMATORS",
-    "LEGACY_REWARD_KEYS",
-    "UNGROUPED_ESTIMATORS",
-    "check",
-    "check_batch_shapes",
-    "check_agent_loop",
-    "check_context_length",
-    "check_group_filter",
-    "check_group_size",
-    "check_legacy_keys",
-    "check_sampler",
-    "check_vllm_lora",
-    "micro_batch_fixes",
-]
+    "BINARY_METRICS", "CAPPED_ROLLOUTS", "GROUP_ESTIMATORS", "LEGACY_REWARD_KEYS", "UNGROUPED_ESTIMATORS", "check",
+    "check_batch_shapes", "check_agent_loop", "check_context_length", "check_group_filter", "check_group_size",
+    "check_legacy_keys", "check_sampler", "check_vllm_lora", "micro_batch_fixes",
+]  # fmt: skip
 
 # legacy key -> where verl 0.9.1 reads it (a prefix maps every key under it)
 LEGACY_REWARD_KEYS = {
@@ -296,7 +259,12 @@ def check_agent_loop(config: DictConfig) -> None:
 
 
 def check_vllm_lora(config: DictConfig) -> None:
-    """A LoRA run on verl's vLLM rollout has a vLLM whose ``WeightsMapper`` verl can load adapters with."""
+    """A LoRA run on verl's vLLM rollout has a vLLM whose ``WeightsMapper`` verl can load adapters with.
+
+    verl asks for ``WeightsMapper.get_unstacked_mapper()`` from vLLM 0.25 on (``verl/utils/vllm/utils.py:82-83``);
+    vLLM 0.30 removed it, and the worker's ``AttributeError`` leaves verl's weight sender waiting for ever
+    (``bucketed_weight_transfer.py:164``). Run once the device's environment is set: it imports vLLM.
+    """
     lora = OmegaConf.select(config, "actor_rollout_ref.model.lora_rank", default=0)
     if config.actor_rollout_ref.rollout.name != "vllm" or not lora:
         return

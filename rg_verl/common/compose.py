@@ -1,15 +1,8 @@
-"""A config composed the way every command composes one: the config folder, the parser of its command line, and
-Hydra's compose. GRPO's and OREO's launchers, the export, OREO's collection and the comparison all use it. The
-commands that read one YAML file (the evaluator, the comparison) take the same ``key=value`` overrides of it
-(:func:`yaml_config`).
+"""A config composed the way every command composes one: the config folder, its command line, Hydra's compose.
 
-A relative ``--config-path`` is looked up in the working directory, then in the repository root; a ``pkg://``
-path is a package's config folder (``pkg://rg_verl.conf``).
-
-A YAML file that does not parse, the primary config or one its defaults list loads, is one line,
-``file:line:column: what is wrong`` (:class:`YamlSyntaxError`), wherever a command reads one: :func:`compose`,
-:func:`yaml_config`, and before Hydra starts a ``@hydra.main`` task (:func:`check_yaml`, which :func:`preflight`
-runs), since Hydra would print a traceback of its loader instead.
+A relative ``--config-path`` is looked up in the working directory, then in the repository root; ``pkg://`` names
+a package's config folder. A YAML file that does not parse is one line, ``file:line:column: what is wrong``
+(:class:`YamlSyntaxError`), wherever a command reads one, since Hydra would print its loader's traceback.
 """
 
 from __future__ import annotations
@@ -33,10 +26,8 @@ __all__ = [
     "resolve_config_dir", "run_hydra", "yaml_config", "yaml_error",
 ]  # fmt: skip
 
-# the train command's config when none is named: the CPU smoke run
-DEFAULT_CONFIG_DIR = Path("configs") / "smoke"
+DEFAULT_CONFIG_DIR = Path("configs") / "smoke"  # the CPU smoke run
 DEFAULT_CONFIG_NAME = "cpu"
-# the options that ask Hydra for help instead of a run
 HELP_FLAGS = ("--help", "-h", "--hydra-help", "--info", "-i")
 
 
@@ -45,8 +36,7 @@ class YamlSyntaxError(ConfigError):
 
 
 def yaml_error(error: yaml.YAMLError, path: str | os.PathLike | None = None) -> YamlSyntaxError:
-    """``error`` as one line: the file (yaml's mark names it; else ``path``), the line and column of the problem,
-    counted from 1, and yaml's problem, with what it was parsing and where that began.
+    """``error`` as one line: file (yaml's mark, else ``path``), line and column from 1, the problem and its context.
 
     >>> try:
     ...     yaml.safe_load("a: [1, 2\\nb: 3\\n")
@@ -74,39 +64,21 @@ def repo_root() -> Path:
     return Path(__file__).resolve().parents[2]
 
 
-def config_parser(
-    prog: str,
-    description: str,
-    epilog: str | None = None,
-    config_dir: Path = DEFAULT_CONFIG_DIR,
-    config_name: str = DEFAULT_CONFIG_NAME,
-) -> argparse.ArgumentParser:
-    """The parser of a command that composes a config: ``--config-path`` (default ``config_dir``), ``--config-name``
-    (default ``config_name``) and Hydra's ``--cfg``; everything else (``key=value`` overrides) is left to the caller
-    (:func:`parse_command`, or Hydra through :func:`hydra_argv`)."""
+def config_parser(prog: str, description: str, epilog: str | None = None, config_dir: Path = DEFAULT_CONFIG_DIR,
+                  config_name: str = DEFAULT_CONFIG_NAME) -> argparse.ArgumentParser:  # fmt: skip
+    """``--config-path``, ``--config-name`` and Hydra's ``--cfg``; ``key=value`` overrides are left to the caller."""
     parser = argparse.ArgumentParser(
-        prog=prog,
-        usage=f"{prog} [--config-path DIR] [--config-name NAME] [key=value ...]",
-        description=description,
-        epilog=epilog,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        allow_abbrev=False,
-    )
+        prog=prog, usage=f"{prog} [--config-path DIR] [--config-name NAME] [key=value ...]", description=description,
+        epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False,
+    )  # fmt: skip
     parser.add_argument(
-        "--config-path",
-        "-cp",
-        metavar="DIR",
+        "--config-path", "-cp", metavar="DIR",
         help="folder of the experiment config: relative to the working directory (then to the repository root), "
         f"absolute, or pkg://... (default: the repository's {config_dir.as_posix()})",
-    )
-    parser.add_argument(
-        "--config-name",
-        "-cn",
-        metavar="NAME",
-        default=config_name,
-        help=f"config file name in that folder, without .yaml (default: {config_name})",
-    )
-    # Hydra's --cfg, declared here because its short form -c would otherwise read as an abbreviation of -cp/-cn
+    )  # fmt: skip
+    parser.add_argument("--config-name", "-cn", metavar="NAME", default=config_name,
+                        help=f"config file name in that folder, without .yaml (default: {config_name})")  # fmt: skip
+    # declared here because its short form -c would otherwise read as an abbreviation of -cp/-cn
     parser.add_argument("--cfg", "-c", choices=("job", "hydra", "all"), help="print Hydra's config and exit")
     parser.set_defaults(default_config_dir=config_dir)
     return parser
@@ -115,9 +87,10 @@ def config_parser(
 def parse_command(
     parser: argparse.ArgumentParser, argv: Sequence[str], required: Sequence[str] = ()
 ) -> tuple[argparse.Namespace, list[str]]:
-    """The options of ``argv`` and its ``key=value`` overrides; for a :func:`config_parser` command, the config
-    folder resolved as ``args.config_dir``. An unknown option, a ``required`` one missing (unless ``--cfg`` only asks
-    to print the config) or a config folder not found is a usage error: argparse exits with 2."""
+    """The options of ``argv`` (the config folder resolved as ``args.config_dir``) and its ``key=value`` overrides.
+
+    An unknown option, a missing ``required`` one (unless ``--cfg``) or a config folder not found exits with 2.
+    """
     args, overrides = parser.parse_known_args(list(argv))
     unknown = [arg for arg in overrides if arg.startswith("-")]
     if unknown:
@@ -139,12 +112,7 @@ def _config_dir(parser: argparse.ArgumentParser, args: argparse.Namespace) -> st
 
 
 def compose_command(args: argparse.Namespace, overrides: Sequence[str]) -> Any | None:
-    """The config of a :func:`config_parser` command line (:func:`parse_command`'s); ``None`` once Hydra's ``--cfg``
-    has printed it instead.
-
-    Raises:
-        hydra.errors.HydraException: If Hydra cannot compose the config.
-    """
+    """The config of a :func:`parse_command` result; ``None`` once Hydra's ``--cfg`` has printed it instead."""
     config = compose(args.config_dir, args.config_name, overrides, hydra_config=args.cfg in ("hydra", "all"))
     if not args.cfg:
         return config
@@ -153,9 +121,10 @@ def compose_command(args: argparse.Namespace, overrides: Sequence[str]) -> Any |
 
 
 def hydra_argv(parser: argparse.ArgumentParser, argv: Sequence[str], job_name: str) -> list[str]:
-    """Hydra's command line for a :func:`config_parser` command's ``argv``: the config folder made absolute (Hydra
-    resolves a relative one against the file that declares ``@hydra.main``), everything else in order, and the job
-    named ``job_name`` unless ``argv`` names it. A config folder that does not exist is a usage error (exits)."""
+    """Hydra's command line for ``argv``: the config folder made absolute, the rest in order, the job ``job_name``.
+
+    Hydra would resolve a relative folder against the file that declares ``@hydra.main``; a missing one exits.
+    """
     args, rest = parser.parse_known_args(list(argv))
     config_dir = _config_dir(parser, args)
     named = any(arg.split("=", 1)[0] == "hydra.job.name" for arg in rest)
@@ -166,8 +135,7 @@ def hydra_argv(parser: argparse.ArgumentParser, argv: Sequence[str], job_name: s
 
 
 def run_hydra(task: Callable[[Any], Any], prog: str, argv: Sequence[str]) -> int:
-    """Runs ``task`` as ``@hydra.main`` runs a function, on the command line ``argv`` (:func:`hydra_argv`'s). Returns
-    0; Hydra's errors exit as they do under ``@hydra.main``."""
+    """Runs ``task`` as ``@hydra.main`` does, on :func:`hydra_argv`'s command line ``argv``; returns 0."""
     import hydra
 
     saved = sys.argv
@@ -180,10 +148,7 @@ def run_hydra(task: Callable[[Any], Any], prog: str, argv: Sequence[str]) -> int
 
 
 def check_yaml(hydra_args: Sequence[str]) -> None:
-    """Composes the config of Hydra's command line ``hydra_args`` (:func:`hydra_argv`'s) once, with its ``key=value``
-    overrides, as Hydra is about to: a file it loads (the primary config, those of its defaults list) that is not
-    valid YAML raises :class:`YamlSyntaxError`. Any other failure, and a help request, is left to Hydra.
-    """
+    """Compose :func:`hydra_argv`'s config once, raising :class:`YamlSyntaxError`; other failures are Hydra's."""
     if any(arg in HELP_FLAGS for arg in hydra_args):
         return
     overrides = [arg for arg in hydra_args[4:] if "=" in arg and not arg.startswith("-")]
@@ -204,9 +169,10 @@ def exit_on_yaml_error(hydra_args: Sequence[str]) -> None:
 
 
 def preflight(parser: argparse.ArgumentParser, argv: Sequence[str], job_name: str) -> list[str] | None:
-    """For a script whose ``@hydra.main`` reads ``argv`` itself: Hydra's command line for it (:func:`hydra_argv`),
-    once :func:`exit_on_yaml_error` found its YAML files parse; None where ``argv`` is a usage error (argparse has
-    said so), which Hydra then reports too."""
+    """Hydra's command line for ``argv`` once its YAML files parse (:func:`exit_on_yaml_error`); None on a usage error.
+
+    For a script whose ``@hydra.main`` reads ``argv`` itself, so Hydra reports the usage error too.
+    """
     try:
         args = hydra_argv(parser, argv, job_name)
     except SystemExit:
@@ -218,12 +184,7 @@ def preflight(parser: argparse.ArgumentParser, argv: Sequence[str], job_name: st
 def resolve_config_dir(
     config_path: str | None, cwd: Path | None = None, root: Path | None = None, default: Path = DEFAULT_CONFIG_DIR
 ) -> str:
-    """The config folder Hydra should search, as an absolute path (or a ``pkg://`` one); ``default`` (in the
-    repository) when ``config_path`` is ``None``.
-
-    Raises:
-        FileNotFoundError: If the folder does not exist; the message says where it was looked for.
-    """
+    """The absolute (or ``pkg://``) config folder; ``default`` in the repository for None; FileNotFoundError if none."""
     cwd = Path.cwd() if cwd is None else cwd
     root = repo_root() if root is None else root
     if config_path is None:
@@ -248,12 +209,7 @@ def resolve_config_dir(
 def compose(
     config_dir: str, config_name: str, overrides: Sequence[str], hydra_config: bool = False, job_name: str = "app"
 ) -> Any:
-    """The config ``config_name`` of ``config_dir`` (a folder or ``pkg://``), composed with ``overrides``; Hydra's
-    job is named ``job_name`` (Hydra's default, ``app``, unless a command names its own).
-
-    Raises:
-        YamlSyntaxError: If a file it loads does not parse.
-    """
+    """``config_name`` of ``config_dir`` (a folder or ``pkg://``) with ``overrides`` (:class:`YamlSyntaxError`)."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir, initialize_config_module
 
@@ -270,13 +226,10 @@ def compose(
 
 
 def yaml_config(path: Path, overrides: Sequence[str] = ()) -> Any:
-    """The YAML file at ``path`` with ``key=value`` ``overrides`` set in it, interpolations resolved, as plain dicts
-    and lists. A key is dotted and may index a list (``decoding.beam_width=3``, ``categories.0.datasets.0.size=3``); a
-    value is read as YAML, as Hydra and OmegaConf read one (``names=[x,y]``, ``lr=1e-3``, ``value_model=null``).
+    """The YAML file with ``key=value`` ``overrides`` set, resolved, as plain dicts and lists (:class:`ConfigError`).
 
-    Raises:
-        ConfigError: naming the override that is not ``key=value`` or cannot be set, or the file that cannot be read
-            (a :class:`YamlSyntaxError` where it does not parse).
+    A key is dotted and may index a list (``categories.0.datasets.0.size=3``); a value is read as OmegaConf's dotlist
+    reads one (``names=[x,y]``, ``lr=1e-3``, ``value_model=null``).
     """
     try:
         config = OmegaConf.load(path)
@@ -288,7 +241,7 @@ def yaml_config(path: Path, overrides: Sequence[str] = ()) -> Any:
         key, equals, value = override.partition("=")
         if not equals or not key.strip():
             raise ConfigError(f"{override!r}: an override is key=value, e.g. max_tokens=256 or decoding.beam_width=3")
-        try:  # the value as OmegaConf's dotlist reads one (1e-3 a float, [a,b] a list), set at a path update can index
+        try:  # OmegaConf.update can index a list on the way
             OmegaConf.update(config, key.strip(), OmegaConf.from_dotlist([f"value={value}"])["value"], merge=True)
         except (OmegaConfBaseException, ValueError, yaml.YAMLError) as error:
             raise ConfigError(f"{override!r}: cannot set it in {path}: {error}") from None

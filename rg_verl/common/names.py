@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-# ---- splits and seeds (rg_verl.data.dataset documents the seed-space rule)
+# the seed spaces (docs/data.md)
 SPLITS = ("train", "val", "eval")
 # verl's data_files of each split: reasoning_gym://train, reasoning_gym://val, reasoning_gym://eval
 SPLIT_URI = "reasoning_gym://"
@@ -38,7 +38,6 @@ MAX_SPLIT_SIZE = {"train": 10**8, "val": 2 * 10**6, "eval": 2 * 10**6}
 # base seeds lie in [0, MAX_SEED]: every generator seed then stays below 2**32 (numpy's limit)
 MAX_SEED = SPLIT_STRIDE - 1
 
-# ---- data sources
 RG_PREFIX = "reasoning_gym/"
 FILE_PREFIX = "math/"
 # the category of every file dataset (reasoning-gym's datasets carry their own)
@@ -65,11 +64,9 @@ def parse_data_source(value: Any) -> tuple[str, bool] | None:
 
 def source_name(value: Any) -> str | None:
     """The mix entry a ``data_source`` names, or None for a foreign source."""
-    parsed = parse_data_source(value)
-    return parsed[0] if parsed else None
+    return parsed[0] if (parsed := parse_data_source(value)) else None
 
 
-# ---- the response format the system prompts ask for
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"
 TAGS = (THINK_OPEN, THINK_CLOSE, ANSWER_OPEN, ANSWER_CLOSE)
@@ -77,9 +74,8 @@ TAGS = (THINK_OPEN, THINK_CLOSE, ANSWER_OPEN, ANSWER_CLOSE)
 MODES = ("strict", "lenient")
 # the extra reward terms a config may weight; rg_verl.reward.terms.TERMS maps each to its function
 TERM_NAMES = (
-    "format", "length", "cosine", "self_correction",
-    "reference_format", "reference_length", "reference_cosine",
-)
+    "format", "length", "cosine", "self_correction", "reference_format", "reference_length", "reference_cosine",
+)  # fmt: skip
 # when a term counts: for every response, or only when the answer is right (accuracy 1) or wrong (accuracy 0)
 GATES = ("none", "correct", "incorrect")
 
@@ -93,7 +89,6 @@ def formatted(think: str, answer: str) -> str:
     return f"{THINK_OPEN}\n{think}\n{THINK_CLOSE}\n{ANSWER_OPEN}{answer}{ANSWER_CLOSE}"
 
 
-# ---- prompts and chat messages
 Messages = list[dict[str, str]]
 
 
@@ -117,6 +112,5 @@ def chat_messages(system: str | None, question: str, system_role: str = "system"
     head = [{"role": system_role, "content": system}] if system else []
     return head + [{"role": "user", "content": str(question)}]
 
-# ---- model weights
 # the prefix PEFT gives every module name of a wrapped model (its state dict and its adapter)
 PEFT_PREFIX = "base_model.model."

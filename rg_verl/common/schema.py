@@ -32,8 +32,7 @@ __all__ = [
     "check", "check_keys", "check_module_path"
 ]
 
-# the limits of an integer field that declares none: positive counts and seeds fit, absurd values do not
-DEFAULT_INT_RANGE = (0, 10**9)
+DEFAULT_INT_RANGE = (0, 10**9)  # an integer field without limits: counts and seeds fit, absurd values do not
 _NO_DEFAULT = dataclasses.MISSING
 
 
@@ -41,27 +40,11 @@ class ConfigError(ValueError):
     """A config field with a bad value; the message says which field, what is wrong and the fix."""
 
 
-def option(
-    default: Any = _NO_DEFAULT,
-    help: str = "",
-    *,
-    low: float | None = None,
-    high: float | None = None,
-    choices: tuple | None = None,
-    parse: Callable[[str, Any], Any] | None = None,
-    doc_default: str | None = None,
-    noun: str | None = None,
-) -> Any:
+def option(default: Any = _NO_DEFAULT, help: str = "", *, low: float | None = None, high: float | None = None,
+           choices: tuple | None = None, parse: Callable[[str, Any], Any] | None = None, doc_default: str | None = None,
+           noun: str | None = None) -> Any:  # fmt: skip
     """A dataclass field with its default, a one-line ``help``, and its limits."""
-    metadata = {
-        "help": help,
-        "low": low,
-        "high": high,
-        "choices": choices,
-        "parse": parse,
-        "doc_default": doc_default,
-        "noun": noun,
-    }
+    metadata = dict(help=help, low=low, high=high, choices=choices, parse=parse, doc_default=doc_default, noun=noun)
     if isinstance(default, dict | list):
         return dataclasses.field(default_factory=lambda: type(default)(default), metadata=metadata)
     if dataclasses.is_dataclass(default) and isinstance(default, type):
@@ -132,9 +115,7 @@ def _check_type(where: str, kind: Any, value: Any, meta: Mapping) -> Any:
             raise ConfigError(f"{where}: {value!r} is not true or false; set one")
         return value
     if kind is int:
-        low, high = (meta.get("low"), meta.get("high"))
-        low = DEFAULT_INT_RANGE[0] if low is None else int(low)
-        high = DEFAULT_INT_RANGE[1] if high is None else int(high)
+        low, high = (int(d if v is None else v) for v, d in zip((meta.get("low"), meta.get("high")), DEFAULT_INT_RANGE))
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
             raise ConfigError(f"{where}: {value!r} is not an integer in [{low}, {high}]; set one")
         return value
@@ -179,9 +160,7 @@ def _check_float(where: str, value: Any, low: float | None, high: float | None) 
 
 def parse_section(cls: type, section: Any, where: str, skip: tuple[str, ...] = ()) -> Any:
     """An instance of dataclass ``cls`` from mapping ``section`` (None: every default); ``skip`` keys are refused."""
-    section = plain(section)
-    if section is None:
-        section = {}
+    section = {} if (section := plain(section)) is None else section
     if not isinstance(section, Mapping):
         raise ConfigError(f"{where or 'config'}: expected a mapping of fields, got {type(section).__name__}")
     check_keys(where, section, cls, skip=skip)
@@ -190,8 +169,7 @@ def parse_section(cls: type, section: Any, where: str, skip: tuple[str, ...] = (
     for f in dataclasses.fields(cls):
         if f.name not in section:
             continue
-        name, value = _join(where, f.name), section[f.name]
-        kind = hints[f.name]
+        name, value, kind = _join(where, f.name), section[f.name], hints[f.name]
         if value is None and _blank_is_empty(f, kind):
             continue  # a blank YAML value (``config:``) for a mapping or list: its empty default
         if f.metadata.get("parse") is not None:
@@ -272,8 +250,7 @@ def check_module_path(where: str, path: Any, package: str) -> None:
     ...
     rg_verl.common.schema.ConfigError: custom_cls.path: 'pkg://rg_verl.tiny' names no module of rg_verl; fix the path
     """
-    module = _module_of(path, package)
-    if module is None:
+    if (module := _module_of(path, package)) is None:
         return
     try:
         found = importlib.util.find_spec(module) is not None
@@ -282,7 +259,7 @@ def check_module_path(where: str, path: Any, package: str) -> None:
     if not found:
         raise ConfigError(f"{where}: {path!r} names no module of {package}; fix the path")
     if not path.startswith("pkg://") and not os.path.isfile(os.path.expanduser(path)):
-        # e.g. .../rg_verl/reward.py, now the package rg_verl.reward: the library would load the file
+        # e.g. .../rg_verl/reward.py, now the package rg_verl.reward
         raise ConfigError(f"{where}: {path!r} does not exist; set {where}=pkg://{module}")
 
 

