@@ -22,12 +22,7 @@ __all__ = ["compose", "convert", "evaluate", "train"]
 
 
 def compose(config_name: str = "cpu", config_path: str | None = None, overrides: Sequence[str] = ()) -> Any:
-    """The config :func:`train` runs, composed as the train command composes it
-    (:func:`rg_verl.grpo.cli.compose_config`).
-
-    ``config_path`` is found as the commands find it (the working directory, then the repository root; default
-    ``configs/smoke``); a ``pkg://`` path names a package.
-    """
+    """The config :func:`train` runs, composed (and ``config_path`` found) as the train command does it."""
     # deliberately lazy, as every import of this module: `import rg_verl` loads no library
     from rg_verl.common.compose import resolve_config_dir
     from rg_verl.grpo.cli import compose_config
@@ -38,12 +33,8 @@ def compose(config_name: str = "cpu", config_path: str | None = None, overrides:
 def train(config_name: str = "cpu", config_path: str | None = None, overrides: Sequence[str] = ()) -> None:
     """GRPO through verl on the composed config (:func:`compose`), as ``train_grpo.py`` runs it.
 
-    ``+dry_run=true`` among the overrides runs every check before Ray and prints sample items without training.
-
-    Raises:
-        rg_verl.common.schema.ConfigError: before Ray starts, on a config our checks refuse.
-        rg_verl.grpo.stopping.RunStopped: a ``SystemExit`` whose ``line`` says why the run stopped early (a dead
-            engine or server, SIGINT, SIGTERM) and how to resume.
+    Raises a ``ConfigError`` before Ray starts, or :class:`rg_verl.grpo.stopping.RunStopped` (a ``SystemExit``
+    whose ``line`` says why the run stopped early and how to resume).
     """
     # deliberately lazy: `import rg_verl` loads no library
     from rg_verl.grpo.launch import run
@@ -54,9 +45,7 @@ def train(config_name: str = "cpu", config_path: str | None = None, overrides: S
 def evaluate(config: str | os.PathLike | Mapping[str, Any], *, resume: bool = False, **overrides: Any) -> Path:
     """An evaluation run, as ``evaluation/evaluate_model.py`` makes it; returns its folder (results.json, ...).
 
-    ``config`` is an evaluation YAML's path, or its fields as a dict; ``overrides`` replace fields
-    (``model_path=...``, ``max_tokens=...``), as the command's options do (``category=...``, keeping one
-    category, and ``decoding={...}`` work with a path).
+    ``config``: an evaluation YAML's path, or its fields; ``overrides`` replace fields, as the command's options do.
     """
     # deliberately lazy: `import rg_verl` loads no library
     from rg_verl.evaluation.config import load_config, parse_config
@@ -70,10 +59,7 @@ def evaluate(config: str | os.PathLike | Mapping[str, Any], *, resume: bool = Fa
 
 
 def convert(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike, **options: Any) -> Any:
-    """A verl FSDP actor checkpoint (``<ckpt>/global_step_N/actor``) as a Hugging Face model folder, as
-    ``utils/load_fsdp_to_hf.py`` writes it. ``options`` are :func:`rg_verl.checkpoint.convert.convert_checkpoint`'s
-    (``dtype``, ``merge_lora``, ``verify``, ...); returns its :class:`~rg_verl.checkpoint.convert.ConversionResult`
-    (``out_dir``, tensors and bytes written, ...)."""
+    """:func:`rg_verl.checkpoint.convert.convert_checkpoint`, as ``utils/load_fsdp_to_hf.py`` runs it."""
     # deliberately lazy: `import rg_verl` loads no library
     from rg_verl.checkpoint.convert import convert_checkpoint
 

@@ -22,21 +22,16 @@ import importlib
 import sys
 from collections.abc import Callable, Sequence
 
-# subcommand -> (its function, one-line summary). The function is "module:name", or a module's main; it is called as
-# function(argv, prog) -> int, prog naming the command in usage and errors
+# subcommand -> ("module:function", or a module whose main it is, called as function(argv, prog) -> int; summary)
 COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("rg_verl.grpo.cli", "train with GRPO through verl (as train_grpo.py)"),
-    "evaluate": (
-        "rg_verl.evaluation.cli",
-        "evaluate a model on reasoning-gym datasets (as evaluation/evaluate_model.py)",
-    ),
+    "evaluate": ("rg_verl.evaluation.cli",
+                 "evaluate a model on reasoning-gym datasets (as evaluation/evaluate_model.py)"),
     "convert": ("rg_verl.checkpoint.cli", "FSDP checkpoint -> Hugging Face model (as utils/load_fsdp_to_hf.py)"),
     "demo": ("rg_verl.evaluation.cli:demo", "ask a model questions or reasoning-gym items, from a terminal or a pipe"),
     "export": ("rg_verl.data.cli", "write a split of a config to parquet in verl's RLHF layout (--hf: datasets)"),
-    "migrate-config": (
-        "rg_verl.migrate.cli",
-        "a config of reasoning-gym's training scripts -> an rg-verl config, and what has no equivalent",
-    ),
+    "migrate-config": ("rg_verl.migrate.cli",
+                       "a config of reasoning-gym's training scripts -> an rg-verl config, and what has no equivalent"),
     "oreo": ("rg_verl.oreo.cli", "OREO: collect scored trajectories, train a policy and a value model; RFT"),
     "compare": ("rg_verl.compare.cli", "GRPO, OREO and RFT from one model with one sample budget: a table, a plot"),
 }
@@ -46,11 +41,10 @@ def _parser() -> argparse.ArgumentParser:
     width = max(map(len, COMMANDS))
     listing = "\n".join(f"  {name:<{width}} {summary}" for name, (_, summary) in COMMANDS.items())
     parser = argparse.ArgumentParser(
-        prog="rg-verl",
-        description="GRPO training on reasoning-gym tasks with verl.",
+        prog="rg-verl", description="GRPO training on reasoning-gym tasks with verl.",
         epilog=f"commands:\n{listing}\n\n'rg-verl <command> --help' shows a command's options.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    )  # fmt: skip
     parser.add_argument("command", choices=list(COMMANDS), metavar="command", help="one of: " + ", ".join(COMMANDS))
     return parser
 
@@ -64,8 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[0] not in COMMANDS:
         _parser().parse_args(argv[:1])  # help, or a usage error that names the commands; exits
         return 2
-    name, rest = argv[0], argv[1:]
-    return command(name)(rest, prog=f"rg-verl {name}") or 0
+    return command(argv[0])(argv[1:], prog=f"rg-verl {argv[0]}") or 0
 
 
 def command(name: str) -> Callable[..., int]:

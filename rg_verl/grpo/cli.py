@@ -1,10 +1,5 @@
-"""The train command, ``train_grpo.py`` and ``rg-verl train`` (:func:`main`), and the one composition of a training
-config (:func:`compose_config`) that it and :func:`rg_verl.api.train` share.
-
-The command line is parsed once (:func:`rg_verl.common.compose.hydra_argv`): the config folder is resolved against
-the working directory, then the repository root (Hydra would resolve a relative one against the file that declares
-``@hydra.main``); everything else (``key=value``, ``--cfg job``, ``-m``, ``--hydra-help``, ...) goes to Hydra as it is.
-"""
+"""The train command (``train_grpo.py``, ``rg-verl train``: :func:`main`) and :func:`compose_config`, the one
+composition of a training config that it and :func:`rg_verl.api.train` share."""
 
 import sys
 from collections.abc import Sequence
@@ -17,8 +12,7 @@ from rg_verl.common.schema import ConfigError
 from rg_verl.grpo.launch import main_task
 from rg_verl.migrate.command import refuse_reference_schema
 
-# the job name Hydra names its log file after
-JOB_NAME = "train_grpo"
+JOB_NAME = "train_grpo"  # Hydra names its log file after it
 
 DESCRIPTION = "Train a model with GRPO on reasoning-gym tasks, through verl (the same run as train_grpo.py)."
 EPILOG = """\
@@ -36,7 +30,7 @@ A relative --config-path is looked up in the working directory, then in the repo
 
 
 def build_parser(prog: str = "rg-verl train"):
-    """The train command's parser: :func:`rg_verl.common.compose.config_parser` with its help."""
+    """The train command's parser (:func:`rg_verl.common.compose.config_parser`)."""
     return compose.config_parser(prog, DESCRIPTION, EPILOG)
 
 
@@ -46,9 +40,10 @@ def hydra_argv(argv: Sequence[str], prog: str = "rg-verl train") -> list[str]:
 
 
 def refuse_reference_file(config_dir: str, config_name: str) -> None:
-    """Raise :class:`ConfigError` naming ``rg-verl migrate-config`` when the config file is in the schema of
-    reasoning-gym's own training scripts; checked on the file, since Hydra cannot compose such a config (its
-    defaults name verl's old config folder). An unreadable file, or a ``pkg://`` folder, is left to Hydra."""
+    """:class:`ConfigError` naming ``rg-verl migrate-config`` for a file of reasoning-gym's own training scripts.
+
+    Read as a file: Hydra cannot compose one (its defaults name verl's old config folder).
+    """
     import yaml
 
     name = config_name if config_name.endswith(".yaml") else f"{config_name}.yaml"
@@ -62,18 +57,14 @@ def refuse_reference_file(config_dir: str, config_name: str) -> None:
 def compose_config(config_dir: str, config_name: str, overrides: Sequence[str] = ()) -> DictConfig:
     """The training config ``config_name`` of ``config_dir`` (absolute, or ``pkg://``) with ``overrides``.
 
-    Raises:
-        ConfigError: for a config of reasoning-gym's own training scripts, naming the command that converts it;
-            :class:`rg_verl.common.compose.YamlSyntaxError` for a file that does not parse.
-        hydra.errors.HydraException: if Hydra cannot compose it otherwise.
+    Raises :class:`ConfigError` for reasoning-gym's own configs or a YAML syntax error, else Hydra's errors.
     """
     refuse_reference_file(config_dir, config_name)
     return compose.compose(config_dir, config_name, overrides, job_name=JOB_NAME)
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "rg-verl train") -> int:
-    """Runs the training task (:func:`rg_verl.grpo.launch.main_task`) under Hydra on the config
-    :func:`compose_config` composes. Returns 0; a bad config exits with one line, Hydra's errors as they do."""
+    """Runs :func:`rg_verl.grpo.launch.main_task` under Hydra; a bad config exits with one line. Returns 0."""
     args = hydra_argv(sys.argv[1:] if argv is None else argv, prog)
     if not any(arg in compose.HELP_FLAGS for arg in args):
         try:  # before Hydra, whose own report of these is a traceback

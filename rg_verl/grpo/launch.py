@@ -1,23 +1,9 @@
-"""Start a verl GRPO run: ``train_grpo.py`` and ``rg-verl train``.
+"""Start a verl GRPO run (``train_grpo.py``, ``rg-verl train``): :func:`preflight`, :func:`prepare`, verl.
 
-Every check that can run before Ray runs in one room, :func:`preflight`, and ``+dry_run=true`` stops right after
-it, so a config a dry run passes is not refused later by anything but Ray, the model or the run itself:
-
-1. **validation** (:func:`rg_verl.config.validate`): our sections' schemas, the trainer, the plugin paths;
-2. **data** (:func:`rg_verl.data.files.check_sources`): every file dataset's files; small spaces are warnings;
-3. **output and resume** (:mod:`rg_verl.grpo.disk`, :mod:`rg_verl.grpo.resume`), and the console mode;
-4. **device** (:func:`apply_device_settings`): the CPU's settings and its rollout check; LoRA on vLLM;
-5. **verl's own checks** (:func:`check_verl`, ``validate_config``, which its task runner runs again in Ray).
-
-Then :func:`prepare` builds the tiny model and sets the plugin environment, and :func:`launch_verl` runs verl.
-A config of reasoning-gym's own training scripts is refused where it is composed (:mod:`rg_verl.grpo.cli`).
-
-verl imports the modules named in ``VERL_USE_EXTERNAL_MODULES`` when ``verl`` is imported, in the driver
-and in every Ray worker. :func:`plugin_modules` decides which of ours a config needs:
-``trainer.device=cpu`` loads ``rg_verl.cpu.platform`` (and :mod:`rg_verl.cpu.settings` adjusts the
-config), ``actor_rollout_ref.rollout.name=hf`` loads ``rg_verl.hf_rollout``, the ``rg_verl`` trainer
-mode loads ``rg_verl.grpo.trainer``, and the ``rg_verl_retry`` agent loop loads ``rg_verl.retry.agent_loop``.
-A GPU run with vLLM loads neither of the first two.
+Every check that can run before Ray runs in :func:`preflight`, and ``+dry_run=true`` stops right after it, so a
+config a dry run passes is refused later only by Ray, the model or the run itself. The checks, in order: our
+sections' schemas (:func:`rg_verl.config.validate`), the data files, the output folder and resume, the console
+mode, the device's settings, LoRA on vLLM, and verl's ``validate_config``.
 """
 
 import importlib
@@ -53,7 +39,7 @@ logger = logging.getLogger(__name__)
 
 
 def plugin_modules(config: DictConfig) -> list[str]:
-    """The rg-verl modules every process of this run must import."""
+    """Our modules every process of this run imports (``VERL_USE_EXTERNAL_MODULES``, read when verl is imported)."""
     modules = []  # the platform first: the others resolve verl's platform when imported
     if config.trainer.device == "cpu":
         modules.append(PLATFORM_MODULE)
@@ -67,11 +53,8 @@ def plugin_modules(config: DictConfig) -> list[str]:
 
 
 def process_env(config: DictConfig) -> dict[str, str]:
-    """Environment variables every process of the run gets: our plugins, a fixed hash seed, and the settings a
-    cluster's processes do not inherit (:func:`rg_verl.grpo.cluster.forwarded_env`).
-
-    A few reasoning-gym generators iterate over sets, whose order follows ``PYTHONHASHSEED``;
-    fixing it (unless the user already did) keeps items a pure function of (seed, index).
+    """Environment variables every process of the run gets: our plugins, a fixed hash seed, what a cluster's
+    processes do not inherit. A few generators iterate over sets: the hash seed keeps items a function of the seed.
     """
     env = {**forwarded_env(), "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0")}
     modules = plugin_modules(config)
@@ -95,12 +78,7 @@ def apply_device_settings(config: DictConfig) -> None:
 
 
 def ensure_model(config: DictConfig) -> None:
-    """Build the tiny local model when the config asks for it and it is not there yet.
-
-    Only an absolute path is built; anything else (a hub id, a relative path) is left to verl. The
-    ``tiny_model`` section (:func:`rg_verl.config.tiny_model_config`, checked by validation already)
-    gives :func:`rg_verl.cpu.tiny_model.ensure_tiny_model` its options and warm start.
-    """
+    """Build the tiny local model when the config asks for it at an absolute path that does not hold it yet."""
     tiny = tiny_model_config(config)
     path = config.actor_rollout_ref.model.path
     if tiny.build_if_missing and os.path.isabs(path):
@@ -108,10 +86,7 @@ def ensure_model(config: DictConfig) -> None:
 
 
 def absolute_source_paths(config: DictConfig) -> None:
-    """Make the local files of file datasets absolute, so that every Ray process finds them.
-
-    Relative paths are relative to the directory the run was started from.
-    """
+    """Make the local files of file datasets absolute (from the working directory), so every Ray process finds them."""
     for mix in ("datasets", "val_datasets"):
         for spec in (OmegaConf.select(config, f"reasoning_gym.{mix}") or {}).values():
             source = (spec or {}).get("source") or {}
@@ -134,18 +109,13 @@ def check_verl(config: DictConfig) -> None:
 
 
 def preflight(config: DictConfig) -> ReasoningGymConfig:
-    """Every check that can run before Ray, in the order of the module's rooms; adjusts ``config`` for its device.
-
-    Raises:
-        ConfigError: naming the field, the value and the fix.
-    """
+    """Every check that can run before Ray (:class:`ConfigError`); adjusts ``config`` for its device."""
     settings = validate(config)
     check_sources(settings)
-    check_output_dir(config)  # before anything loads: a folder that cannot take the run's checkpoints
-    resumed = check_resume(config)  # the checkpoint it resumes from is complete; interrupted saves are reported
-    if resumed is not None:
+    check_output_dir(config)
+    if (resumed := check_resume(config)) is not None:
         print(resume_line(config, resumed), flush=True)
-    console_mode(config)  # trainer.console names a mode
+    console_mode(config)
     for warning in space_warnings(settings):
         logger.warning(warning)
     try:
@@ -164,8 +134,7 @@ def prepare(config: DictConfig) -> None:
     """Build the tiny model where asked, export the plugin environment and load the plugins here too."""
     absolute_source_paths(config)
     ensure_model(config)
-    env = process_env(config)
-    os.environ.update(env)
+    os.environ.update(env := process_env(config))
     with open_dict(config):  # the processes of a cluster started elsewhere get it only through the runtime env
         runtime_env = config.ray_kwargs.ray_init.runtime_env
         runtime_env.env_vars = {**(runtime_env.get("env_vars") or {}), **env}
@@ -181,7 +150,6 @@ def prepare(config: DictConfig) -> None:
             set_platform(PlatformCPU())
 
 
-# the training items a dry run counts repeats over (the validation split is counted whole)
 DRY_RUN_TRAIN_ITEMS = 1000
 
 
@@ -216,8 +184,7 @@ def dry_run(config: DictConfig, samples: int = 3) -> None:
 
 
 def run(config: DictConfig) -> None:
-    """Every check before Ray (:func:`preflight`), then train; ``+dry_run=true`` prints the config and sample items
-    after the checks instead."""
+    """Every check before Ray (:func:`preflight`), then train; ``+dry_run=true`` prints sample items instead."""
     preflight(config)
     if config.get("dry_run", False):
         dry_run(config)
@@ -230,13 +197,10 @@ def run(config: DictConfig) -> None:
 
 
 def launch_verl(config: DictConfig) -> None:
-    """``run_ppo``, then Ray shut down where ``run_ppo`` started it, so that Ray's last
-    forwarded output lands where the run's output went and the shared-memory segments its actors left are removed
-    (:mod:`rg_verl.grpo.shm`).
+    """``run_ppo``, then Ray shut down where ``run_ppo`` started it and the actors' shared memory removed.
 
-    Ctrl-C, SIGTERM, a dead rollout engine or server (:mod:`rg_verl.grpo.watchdog`) and a worker the replay buffer
-    found dead end the run in seconds: Ray and every process of the run go down, and :class:`RunStopped` carries the
-    one line to print (:mod:`rg_verl.grpo.stopping`).
+    Ctrl-C, SIGTERM, a dead rollout engine or server and a dead worker end the run in seconds: everything goes down,
+    and :class:`RunStopped` carries the one line to print.
     """
     import ray
     from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
@@ -244,7 +208,6 @@ def launch_verl(config: DictConfig) -> None:
     # run_ppo starts Ray here, or joins the cluster ray_kwargs names; one that the caller started is the caller's
     ours = not ray.is_initialized()
     stop: tuple[str, int] | None = None
-    # what the run's killed actors leave in /dev/shm goes at the end
     with shm.RunSegments() as segments, StopSignals() as signals:
         watch = EngineWatch(on_death=signals.fire)
         try:
@@ -269,9 +232,11 @@ def launch_verl(config: DictConfig) -> None:
 
 
 class SignalsAfterRayInit:
-    """verl's task runner class as ``run_ppo`` takes it (its ``task_runner_class``), putting the run's signal handlers
-    back first: ``run_ppo`` calls ``.remote()`` (or ``.options()``) on it right after its ``ray.init``, in the main
-    thread, and ``ray.init`` puts in a SIGTERM handler of its own (``ray/_private/worker.py``, ``sigterm_handler``)."""
+    """verl's task runner class for ``run_ppo``, the run's signal handlers put back before ``.remote()``.
+
+    ``run_ppo`` calls it (or ``.options()``) right after its ``ray.init``, which installs a SIGTERM handler of its own
+    (``ray/_private/worker.py``, ``sigterm_handler``).
+    """
 
     def __init__(self, runner_class, signals: StopSignals):
         self.runner_class, self.signals = runner_class, signals
@@ -295,8 +260,7 @@ def resume_line(config: DictConfig, step: int) -> str:
 
 
 def main_task(config: DictConfig) -> None:
-    """The Hydra task of ``train_grpo.py`` and ``rg-verl train``: :func:`run`, a bad config exiting with one line, a
-    run stopped early (:class:`RunStopped`) with its line and status."""
+    """The Hydra task: :func:`run`; a bad config and a run stopped early exit with their one line."""
     try:
         run(config)
     except ConfigError as error:
