@@ -1,24 +1,5 @@
-"""The evaluation config: one YAML file, checked field by field before any model loads.
-
-The schema is a superset of reasoning-gym's ``training/evaluations`` YAMLs, so those files load as
-they are (``dtype`` and every field they lack has a default). A minimal file::
-
-    model_path: Qwen/Qwen2.5-3B-Instruct
-    categories:
-      - category: arithmetic
-        datasets:
-          - dataset: chain_sum
-            size: 100
-            seed: 42
-            params: {min_terms: 2}
-
-Values may use OmegaConf interpolation, e.g. ``${oc.env:MY_MODEL,/default/path}``. Each field is
-declared once, with its default, help and limits (:func:`rg_verl.common.schema.option`), and parsed by
-:func:`rg_verl.common.schema.parse_section`; every error is a :class:`rg_verl.common.schema.ConfigError` naming the
-file, the field, the bad value and the fix. Parsing reads no data file: a file dataset's ``source`` is
-checked for its shape here, and its file is read and checked by the run, before any model loads
-(:func:`rg_verl.evaluation.runner.check_files`).
-"""
+"""The evaluation config: one YAML file, a superset of reasoning-gym's ``training/evaluations`` YAMLs, checked
+field by field before any model loads (:func:`load_config`); docs/evaluation.md lists the fields."""
 
 from __future__ import annotations
 
@@ -38,15 +19,8 @@ from rg_verl.common.compose import yaml_config
 from rg_verl.common.models import check_model_path
 from rg_verl.common.names import MAX_SEED, MAX_SPLIT_SIZE, MODES, system_prompt
 from rg_verl.common.schema import (
-    ConfigError,
-    above_zero,
-    maybe_text,
-    option,
-    parse_entry,
-    parse_section,
-    run_name,
-    text,
-)
+    ConfigError, above_zero, maybe_text, option, parse_entry, parse_section, run_name, text,
+)  # fmt: skip
 from rg_verl.data.config import DatasetSpec, check_file_dataset_name, check_generator_config, dataset_names
 from rg_verl.data.formats import check_filter, parse_source
 from rg_verl.data.reference_questions import ReferenceTraining
@@ -59,23 +33,15 @@ __all__ = ["DatasetEntry", "CategoryEntry", "EvalConfig", "load_config", "parse_
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 ROLES = ("system", "developer", "user")
-MAX_SIZE = MAX_SPLIT_SIZE["eval"]  # the evaluation split's largest size
-# which items a generator entry is evaluated on: rg-verl's evaluation split, or reasoning-gym's own
-ITEMS = ("split", "reference")
+MAX_SIZE = MAX_SPLIT_SIZE["eval"]
+ITEMS = ("split", "reference")  # a generator entry's items: rg-verl's evaluation split, or reasoning-gym's own
 _WORD = re.compile(r"^\w+$")
 _URL = re.compile(r"^https?://")
 
 
-# ---- the declarations
-
-
 @dataclass
 class DatasetEntry:
-    """One dataset to evaluate.
-
-    A file dataset's rows (GSM8K, MATH: ``source``) are evaluated once each, in the order ``seed``
-    shuffles them to, at most ``size`` of them.
-    """
+    """One dataset to evaluate; a file dataset's rows once each, at most ``size``, in the order ``seed`` shuffles."""
 
     NULL_MEANS_DEFAULT: ClassVar[tuple[str, ...]] = ("size", "seed", "params")
 
@@ -84,16 +50,14 @@ class DatasetEntry:
         parse=text,
     )
     size: int = option(100, "how many items", low=1, high=MAX_SIZE)
-    seed: int = option(
-        42, "base seed of the evaluation seed space, disjoint from training's and validation's", low=0, high=MAX_SEED
-    )
+    seed: int = option(42, "base seed of the evaluation seed space, disjoint from training's and validation's",
+                       low=0, high=MAX_SEED)  # fmt: skip
     params: dict = option(
         {}, "the dataset's reasoning-gym config (not size or seed); a file dataset's filters (MATH: levels, types)"
     )
     source: dict | None = option(None, "a file dataset's {format, eval: <file>, train: <file>}, as in a mix (see Math)")
-    items: str | None = option(
-        None, "this entry's items (see the config's items)", choices=ITEMS, noun="kind of items", doc_default="items"
-    )
+    items: str | None = option(None, "this entry's items (see the config's items)", choices=ITEMS,
+                               noun="kind of items", doc_default="items")  # fmt: skip
 
     def mix_spec(self) -> dict:
         """This entry as a one-dataset mix entry of ``reasoning_gym.datasets``."""
@@ -157,10 +121,7 @@ def default_backend() -> str:
 
 @dataclass
 class EvalConfig:
-    """An evaluation run: the model, the datasets, sampling, scoring, the backend and where results go.
-
-    ``name`` is not a YAML key: :func:`load_config` sets it to the config file's stem.
-    """
+    """An evaluation run: the model, the datasets, sampling, scoring, the backend and where results go."""
 
     NULL_MEANS_DEFAULT: ClassVar[tuple[str, ...]] = (
         "dtype", "developer_role", "math_datasets", "engine_kwargs", "decoding"
@@ -168,9 +129,8 @@ class EvalConfig:
 
     model_path: str = option(
         help="local model folder or hub id; for openai, the served model name unless served_model_name is set",
-        parse=text,
-        doc_default="required",
-    )
+        parse=text, doc_default="required",
+    )  # fmt: skip
     categories: list[CategoryEntry] = option(
         help="[{category, datasets: [{dataset, size, seed, params}]}]", parse=_categories, doc_default="required"
     )
@@ -178,9 +138,8 @@ class EvalConfig:
         "split",
         "split: the evaluation split (questions held out by hash); reference: create_dataset(name, seed=seed, "
         "size=size, **params) items in order, as reasoning-gym's evaluator draws them; file datasets ignore it",
-        choices=ITEMS,
-        noun="kind of items",
-    )
+        choices=ITEMS, noun="kind of items",
+    )  # fmt: skip
     reference_training: ReferenceTraining | None = option(
         None,
         "{datasets: {dataset: {weight, config}}, size: 20000, seed: 1}, reasoning-gym's training composite of an "
@@ -194,9 +153,8 @@ class EvalConfig:
         "(see Multi-turn episodes); none: one answer per completion",
         parse=lambda where, value: None if value is None else parse_section(RetryConfig, value, where),
     )
-    temperature: float = option(
-        0.6, "sampling temperature, in [0, 2] (vLLM's own limits); 0 is greedy", low=0.0, high=2.0
-    )
+    temperature: float = option(0.6, "sampling temperature, in [0, 2] (vLLM's own limits); 0 is greedy", low=0.0,
+                                high=2.0)  # fmt: skip
     top_p: float = option(0.9, "nucleus sampling mass, in (0, 1]", parse=partial(above_zero, high=1.0))
     dtype: str = option("auto", "weights dtype of the local backends", choices=DTYPES, noun="dtype")
     developer_prompt: str | None = option(
@@ -216,9 +174,8 @@ class EvalConfig:
     api_key_env: str | None = option(
         None, "environment variable holding the API key; none: OPENAI_API_KEY if set, else no key", parse=maybe_text
     )
-    served_model_name: str | None = option(
-        None, "the model field of openai requests", parse=maybe_text, doc_default="model_path"
-    )
+    served_model_name: str | None = option(None, "the model field of openai requests", parse=maybe_text,
+                                           doc_default="model_path")  # fmt: skip
     k_values: list[int] | None = option(
         None, "the k of pass@k, mean@k and maj@k, each in [1, eval_repeats]", doc_default="1, 2, 4, …, eval_repeats"
     )
@@ -243,10 +200,8 @@ class EvalConfig:
     retry_backoff: float = option(1.0, "seconds before the first retry, doubled for each next", low=0.0, high=3600.0)
     request_timeout: float = option(600.0, "seconds one openai request may take", parse=partial(above_zero, high=1e6))
     save_every: int = option(0, "prompts between two saves of results; 0: the backend's default", low=0, high=10**9)
-    device: str = option(
-        "auto", "hf, and the value modes' value model: auto (cuda if available, else cpu), cpu, cuda, cuda:1, ...",
-        parse=text,
-    )
+    device: str = option("auto", "hf, and the value modes' value model: auto (cuda if available, else cpu), cpu, "
+                         "cuda, cuda:1, ...", parse=text)  # fmt: skip
     engine_kwargs: dict = option(
         {}, "extra keyword arguments of vllm.LLM (on a CPU: over vLLM's CPU settings, docs/cpu.md) or "
         "from_pretrained (hf)"
@@ -278,14 +233,11 @@ class EvalConfig:
                 "instead. Remove retry, or set decoding.mode: sample"
             )
         if self.backend == "openai":
+            example = "set e.g. http://localhost:8000/v1"
             if not self.base_url:
-                raise ConfigError(
-                    "base_url: the openai backend needs the server's URL; set e.g. http://localhost:8000/v1"
-                )
+                raise ConfigError(f"base_url: the openai backend needs the server's URL; {example}")
             if not _URL.match(self.base_url):
-                raise ConfigError(
-                    f"base_url: {self.base_url!r} is not an http(s) URL; set e.g. http://localhost:8000/v1"
-                )
+                raise ConfigError(f"base_url: {self.base_url!r} is not an http(s) URL; {example}")
 
     def _checked_k_values(self) -> list[int]:
         repeats = self.eval_repeats
@@ -300,37 +252,25 @@ class EvalConfig:
 
 
 def parse_config(data: Any, name: str = "eval") -> EvalConfig:
-    """Builds and validates an :class:`EvalConfig` from a plain dict (a parsed YAML file).
-
-    Raises:
-        ConfigError: On the first bad field.
-    """
+    """Builds and validates an :class:`EvalConfig` from a plain dict (a parsed YAML file); ConfigError if bad."""
     config = parse_entry(EvalConfig, data, "", "a mapping of fields", skip=("name",))
     config.name = name
     return config
 
 
 def config_name(path: Path) -> str:
-    """The name runs of this config are filed under: the file's stem, after its folder's name unless
-    that is ``configs`` (``inter_generalisation/algorithmic.yaml`` -> ``inter_generalisation-algorithmic``).
-    """
+    """The file's stem, after its folder's name unless ``configs`` (``inter_generalisation-algorithmic``)."""
     folder = path.resolve().parent.name
     return path.stem if folder in ("configs", "") else f"{folder}-{path.stem}"
 
 
 def load_config(path: str | os.PathLike, dotlist: Sequence[str] = (), **overrides: Any) -> EvalConfig:
-    """Reads, resolves (OmegaConf interpolation) and validates the YAML file at ``path``.
+    """Reads, resolves and validates the YAML file at ``path``; a :class:`ConfigError` starts with the path.
 
     Args:
-        path: the YAML file.
-        dotlist: ``key=value`` overrides of its fields (``eval_repeats=4``, ``decoding.beam_width=3``), merged first.
-        **overrides: top-level fields to replace before validation (``None`` values are ignored),
-            plus ``category``: keep only the categories with this label, and ``decoding``: a dict of
-            ``decoding`` fields to replace.
-
-    Raises:
-        ConfigError: If the file is missing or unreadable, or a field is bad; the message starts
-            with the file's path.
+        dotlist: ``key=value`` overrides of its fields (``decoding.beam_width=3``), merged first.
+        **overrides: top-level fields to replace (``None`` ignored); ``category`` keeps the categories with that
+            label, ``decoding`` is a dict of ``decoding`` fields to replace.
     """
     path = Path(path)
     if not path.is_file():
@@ -361,12 +301,7 @@ def load_config(path: str | os.PathLike, dotlist: Sequence[str] = (), **override
 
 
 def check_runtime(config: EvalConfig) -> None:
-    """Checks what the backend needs from this machine, before any model loads.
-
-    Raises:
-        ConfigError: The backend's package is missing, the model folder does not exist, or the
-            API key's environment variable is not set.
-    """
+    """Checks what the backend needs from this machine (package, model, API key), before any model loads."""
     if config.backend == "vllm" and importlib.util.find_spec("vllm") is None:
         raise ConfigError("backend: 'vllm' is not installed here; install vllm (GPU machines) or set backend: hf")
     if config.backend in ("vllm", "hf"):

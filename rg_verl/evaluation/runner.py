@@ -1,15 +1,7 @@
 """One evaluation run: items → backend → the reward's scorer → items.jsonl → reports.
 
-The order of work is the order of failures a user wants: the config is validated (no file read),
-then the data files of file datasets are read and checked (:func:`check_files`), then what the backend
-needs from this machine, then whether every prompt and its response budget fit the model's context
-(:func:`rg_verl.evaluation.context.check_context`), then the run folder is prepared, and only then does a model
-load. Items
-are generated, sent to the backend ``save_every`` prompts at a time and scored with
-``rg_verl.reward.compute_score`` (the training reward's own scorer); each finished item is appended
-to ``items.jsonl`` before the next call, so ``--resume`` continues where a run stopped.
-With ``reference_training`` set, the questions of reasoning-gym's training composite are generated
-before any model loads, and each dataset's report counts its items among them.
+Every check runs before a model loads (config, data files, machine, context lengths, run folder); each finished
+item is appended to ``items.jsonl`` before the next backend call, so ``--resume`` continues where a run stopped.
 """
 
 from __future__ import annotations
@@ -58,11 +50,7 @@ FINGERPRINT_FIELDS = (
 
 
 def check_files(config: EvalConfig) -> None:
-    """Reads and checks the eval file of every file dataset (the data layer's ``open_split``).
-
-    Raises:
-        ConfigError: naming the entry's field (``categories[i].datasets[j].source.eval``), the file and the fix.
-    """
+    """Reads and checks the eval file of every file dataset; a :class:`ConfigError` names the entry's field."""
     for i, category in enumerate(config.categories):
         for j, entry in enumerate(category.datasets):
             if entry.source is not None:
@@ -71,8 +59,7 @@ def check_files(config: EvalConfig) -> None:
 
 
 def prefix_tokenizer(config: EvalConfig) -> str | None:
-    """The tokenizer whose chat template ``response_prefix: auto`` reads: the model's, which the local backends
-    load anyway; for openai only a local folder (a served model's name is no tokenizer)."""
+    """The tokenizer whose template ``response_prefix: auto`` reads: the model's; for openai a local folder only."""
     if config.backend == "openai" and not os.path.isdir(os.path.expanduser(config.model_path)):
         return None
     return config.model_path
@@ -92,31 +79,20 @@ def warn_unread_prefix(config: EvalConfig) -> None:
 def score_text(item: dict, text: str, config: EvalConfig, extra_info: dict | None = None) -> dict:
     """``rg_verl.reward.compute_score`` of one response to ``item`` under the evaluation's settings."""
     return reward.compute_score(
-        item["data_source"],
-        text,
-        item["reward_model"]["ground_truth"],
-        item["extra_info"] if extra_info is None else extra_info,
-        mode=config.scoring_mode,
-        math_datasets=config.math_datasets,
-        response_prefix=config.response_prefix,
-        tokenizer_path=prefix_tokenizer(config),
-        chat_template_kwargs=config.chat_template_kwargs,
-    )
+        item["data_source"], text, item["reward_model"]["ground_truth"],
+        item["extra_info"] if extra_info is None else extra_info, mode=config.scoring_mode,
+        math_datasets=config.math_datasets, response_prefix=config.response_prefix,
+        tokenizer_path=prefix_tokenizer(config), chat_template_kwargs=config.chat_template_kwargs,
+    )  # fmt: skip
 
 
 def _accuracy(items: list[dict], config: EvalConfig, index: int, text: str) -> float:
     return score_text(items[index], text, config)["accuracy"]
 
 
-def score_item(
-    dataset: EvalDataset,
-    index: int,
-    item: dict,
-    completions: list[Completion] | list[Episode],
-    config: EvalConfig,
-) -> dict:
-    """The items.jsonl record of one item: every completion (or retry episode, scored by its last try and
-    discounted as in training, its tries kept in ``tries``) scored by ``rg_verl.reward.compute_score``."""
+def score_item(dataset: EvalDataset, index: int, item: dict, completions: list[Completion] | list[Episode],
+               config: EvalConfig) -> dict:  # fmt: skip
+    """The items.jsonl record of one item, every completion scored (an episode by its last try, as in training)."""
     scored = []
     for completion in completions:
         extra, record = None, {}
@@ -179,10 +155,9 @@ def _check_fingerprint(run_dir: Path, stored: dict, current: dict) -> None:
 
 
 def resolve_run_dir(config: EvalConfig, resume: bool) -> Path:
-    """The run folder: ``run_name`` if set; with ``resume``, the latest ``<config name>_*`` run; else a new one.
+    """``run_name`` if set; with ``resume``, the latest ``<config name>_*`` run; else a new one.
 
-    Raises:
-        ConfigError: Without ``resume``, if the named folder already holds results.
+    A :class:`ConfigError` without ``resume`` if the folder already holds results.
     """
     output_dir = Path(config.output_dir)
     if config.run_name:
@@ -221,11 +196,7 @@ def _versions() -> dict[str, str]:
 
 
 def _start_run(config: EvalConfig, datasets: list[EvalDataset], resume: bool) -> tuple[Path, str]:
-    """The run folder and its creation time, with run.json written (kept, and checked, on ``resume``).
-
-    Raises:
-        ConfigError: If the run being resumed was made with other settings (see ``FINGERPRINT_FIELDS``).
-    """
+    """The run folder and its creation time, run.json written; on ``resume``, checked against ``FINGERPRINT_FIELDS``."""
     run_dir = resolve_run_dir(config, resume)
     fingerprint = _fingerprint(config, datasets)
     run_file = run_dir / RUN_FILE
@@ -264,8 +235,7 @@ def _generate(config: EvalConfig, backend: Backend, pending: list[tuple[EvalData
 
 
 def reference_training(config: EvalConfig, datasets: list[EvalDataset]) -> dict[str, set[str]] | None:
-    """The question hashes of reasoning-gym's training composite (``reference_training``) per evaluated
-    generator, or None when the config asks for none. Generates the composite's items of those datasets."""
+    """The question hashes of ``reference_training``'s composite per evaluated generator, or None without one."""
     if config.reference_training is None:
         return None
     names = {ds.entry.dataset for ds in datasets if ds.entry.source is None}
@@ -278,44 +248,18 @@ def reference_training(config: EvalConfig, datasets: list[EvalDataset]) -> dict[
 
 def _metadata(config: EvalConfig, created: str, duration_s: float) -> dict:
     """results.json's ``metadata``: what was evaluated, how, and with which package versions."""
-    return {
-        "timestamp": created,
-        "model": config.model_path,
-        "backend": config.backend,
-        "duration_seconds": duration_s,
-        "max_tokens": config.max_tokens,
-        "temperature": config.temperature,
-        "top_p": config.top_p,
-        "eval_repeats": config.eval_repeats,
-        "k_values": config.k_values,
-        "scoring_mode": config.scoring_mode,
-        "decoding": _plain(config.decoding),
-        "developer_prompt": config.developer_prompt,
-        "developer_role": config.developer_role,
-        "dtype": config.dtype,
-        "config": config.name,
-        "split": "eval",
-        "items": config.items,
-        "versions": _versions(),
-    }
+    head = {"timestamp": created, "model": config.model_path, "backend": config.backend, "duration_seconds": duration_s}
+    fields = ("max_tokens", "temperature", "top_p", "eval_repeats", "k_values", "scoring_mode", "decoding",
+              "developer_prompt", "developer_role", "dtype")  # fmt: skip
+    return {**head, **{name: _plain(getattr(config, name)) for name in fields}, "config": config.name,
+            "split": "eval", "items": config.items, "versions": _versions()}  # fmt: skip
 
 
 def evaluate(config: EvalConfig, *, resume: bool = False, backend: Backend | None = None) -> Path:
-    """Runs (or, with ``resume``, finishes) the evaluation ``config`` describes.
+    """Runs (or, with ``resume``, finishes) the evaluation; returns the run folder (items.jsonl, results.json, ...).
 
-    Args:
-        config: a validated config (:func:`rg_verl.evaluation.config.load_config`).
-        resume: continue the run folder's earlier run, generating only the items it lacks.
-        backend: a ready backend to use instead of building ``config.backend`` (tests, notebooks).
-
-    Returns:
-        The run folder, holding items.jsonl, results.json, summary.md and scores.png.
-
-    Raises:
-        ConfigError: Before any model loads, if a data file is missing or unusable (:func:`check_files`),
-            the machine lacks what the backend needs, a prompt with ``max_tokens`` exceeds the model's context
-            (:func:`rg_verl.evaluation.context.check_context`), or the run folder does not fit the request (see
-            :func:`resolve_run_dir`).
+    ``backend``: a ready backend instead of building ``config.backend`` (tests, notebooks); the machine and context
+    checks are then skipped. Every :class:`ConfigError` is raised before any model loads.
     """
     started = time.time()
     check_files(config)
@@ -324,7 +268,7 @@ def evaluate(config: EvalConfig, *, resume: bool = False, backend: Backend | Non
     warn_unread_prefix(config)
     datasets = eval_datasets(config)
     if backend is None:
-        check_context(config, datasets)  # the longest prompt and max_tokens against the model's context
+        check_context(config, datasets)
     training = reference_training(config, datasets)
     run_dir, created = _start_run(config, datasets, resume)
     store = ItemStore(run_dir / ITEMS_FILE)

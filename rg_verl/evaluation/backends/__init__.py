@@ -10,17 +10,8 @@ from rg_verl.evaluation.backends.vllm import VLLMBackend
 
 __all__ = ["BACKENDS", "SEARCH_BACKENDS", "Backend", "Completion", "Sampling", "create_backend", "backend_class"]
 
-BACKENDS: dict[str, type[Backend]] = {
-    "vllm": VLLMBackend,
-    "hf": HFBackend,
-    "openai": OpenAIBackend,
-}
-
-
-SEARCH_BACKENDS: dict[str, type[ValueSearchBackend]] = {
-    "hf": HFValueSearchBackend,
-    "vllm": VLLMValueSearchBackend,
-}
+BACKENDS: dict[str, type[Backend]] = {"vllm": VLLMBackend, "hf": HFBackend, "openai": OpenAIBackend}
+SEARCH_BACKENDS: dict[str, type[ValueSearchBackend]] = {"hf": HFValueSearchBackend, "vllm": VLLMValueSearchBackend}
 
 
 def backend_class(name: str) -> type[Backend]:

@@ -9,7 +9,7 @@ from rg_verl.common.names import Messages
 
 __all__ = ["GREEDY_BELOW", "Backend", "Completion", "Messages", "Sampling"]
 
-# the temperature below which decoding is greedy (vLLM's ``_SAMPLING_EPS``: it refuses n > 1 there)
+# vLLM's ``_SAMPLING_EPS``: greedy below it, where it refuses n > 1
 GREEDY_BELOW = 1e-5
 
 
@@ -24,7 +24,7 @@ class Sampling:
 
     @property
     def greedy(self) -> bool:
-        """Whether this is greedy decoding: a temperature below vLLM's 1e-5 (``_SAMPLING_EPS``), as vLLM decides."""
+        """Whether this is greedy decoding, as vLLM decides (a temperature below :data:`GREEDY_BELOW`)."""
         return self.temperature < GREEDY_BELOW
 
 

@@ -34,15 +34,13 @@ class HFBackend(Backend):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.batch_size = config.batch_size
-        device = config.device
-        if device == "auto":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
+        device = config.device if config.device != "auto" else "cuda" if torch.cuda.is_available() else "cpu"
         dtype = config.dtype if config.dtype == "auto" else getattr(torch, config.dtype)
         self.tokenizer = AutoTokenizer.from_pretrained(config.model_path, padding_side="left")
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        kwargs = {"dtype": dtype, **config.engine_kwargs}
-        self.model = AutoModelForCausalLM.from_pretrained(config.model_path, **kwargs).to(device).eval()
+        model = AutoModelForCausalLM.from_pretrained(config.model_path, **{"dtype": dtype, **config.engine_kwargs})
+        self.model = model.to(device).eval()
         plain_generation_config(self.model)  # the folder's sampling defaults would not apply on vllm
         self.device = device
         self.chat_template_kwargs = dict(getattr(config, "chat_template_kwargs", None) or {})
@@ -61,8 +59,7 @@ class HFBackend(Backend):
         """``rows`` left-padded into ``input_ids`` and ``attention_mask`` tensors on the model's device."""
         import torch
 
-        width = max(map(len, rows))
-        pad = self.tokenizer.pad_token_id
+        width, pad = max(map(len, rows)), self.tokenizer.pad_token_id
         ids = torch.tensor([[pad] * (width - len(row)) + row for row in rows], dtype=torch.long)
         mask = torch.tensor([[0] * (width - len(row)) + [1] * len(row) for row in rows], dtype=torch.long)
         return {"input_ids": ids.to(self.device), "attention_mask": mask.to(self.device)}
@@ -79,9 +76,8 @@ class HFBackend(Backend):
         if greedy:
             options.update(do_sample=False, num_return_sequences=1)
         else:
-            options.update(
-                do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p, top_k=0, num_return_sequences=n
-            )
+            options.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p, top_k=0,
+                           num_return_sequences=n)  # fmt: skip
         results: list[list[Completion]] = [[] for _ in prompts]
         starts = range(0, len(order), self.batch_size)
         bar = tqdm(starts, desc="hf generate", unit="batch", leave=False, disable=len(starts) < 2)

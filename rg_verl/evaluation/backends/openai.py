@@ -19,7 +19,6 @@ logger = logging.getLogger(__name__)
 
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 MAX_BACKOFF_S = 60.0
-
 MODELS_TIMEOUT_S = 10.0
 
 
@@ -64,10 +63,8 @@ class OpenAIBackend(Backend):
         self.url = config.base_url.rstrip("/") + "/chat/completions"
         self.model = config.served_model_name or config.model_path
         self.headers = request_headers(config)
-        self.concurrency = config.concurrency
-        self.max_retries = config.max_retries
-        self.retry_backoff = config.retry_backoff
-        self.timeout = config.request_timeout
+        self.concurrency, self.max_retries = config.concurrency, config.max_retries
+        self.retry_backoff, self.timeout = config.retry_backoff, config.request_timeout
         # vLLM's server passes these to the chat template (e.g. enable_thinking); sent only when set
         self.chat_template_kwargs = dict(getattr(config, "chat_template_kwargs", None) or {})
 
@@ -81,15 +78,9 @@ class OpenAIBackend(Backend):
             return response.read()
 
     def complete(self, messages: Messages, sampling: Sampling) -> Completion:
-        """One completion, retried as the class docstring says."""
-        body = {
-            "model": self.model,
-            "messages": messages,
-            "max_tokens": sampling.max_tokens,
-            "temperature": sampling.temperature,
-            "top_p": sampling.top_p,
-            "n": 1,
-        }
+        """One completion; connection errors and :data:`RETRY_STATUS` answers retried with jittered backoff."""
+        body = {"model": self.model, "messages": messages, "max_tokens": sampling.max_tokens,
+                "temperature": sampling.temperature, "top_p": sampling.top_p, "n": 1}  # fmt: skip
         if self.chat_template_kwargs:
             body["chat_template_kwargs"] = self.chat_template_kwargs
         problem = None

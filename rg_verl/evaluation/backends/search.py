@@ -33,9 +33,8 @@ class ValueSearchBackend(Backend):
         from transformers import AutoModelForTokenClassification
 
         self.decoding = config.decoding
-        self.value_model = AutoModelForTokenClassification.from_pretrained(self.decoding.value_model, dtype=dtype).to(
-            device
-        )
+        model = AutoModelForTokenClassification.from_pretrained(self.decoding.value_model, dtype=dtype)
+        self.value_model = model.to(device)
         pad = self.tokenizer.pad_token_id
         self.scorer = HFValueScorer(self.value_model, eos_ids=self.eos_ids, pad_id=pad if pad is not None else 0)
         self.delimiter_ids = delimiter_token_ids(self.tokenizer, self.decoding.step_delimiters)
@@ -107,9 +106,7 @@ class VLLMValueSearchBackend(ValueSearchBackend, VLLMBackend):
         self.batch_size = config.batch_size
         self.tokenizer = self.llm.get_tokenizer()
         self.eos_ids = list(saved_eos_token_ids(config.model_path, self.tokenizer))
-        device = config.device
-        if device == "auto":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
+        device = config.device if config.device != "auto" else "cuda" if torch.cuda.is_available() else "cpu"
         dtype = config.dtype if config.dtype == "auto" else getattr(torch, config.dtype)
         self._load_value_model(config, device, dtype)
 

@@ -14,8 +14,7 @@ logger = logging.getLogger(__name__)
 
 
 def runs_on_cpu() -> bool:
-    """Whether vLLM runs on the CPU here: the installed vLLM is PyPI's CPU build, or there is no CUDA device.
-    (The evaluation's ``device`` places the hf backend and the value model, not vLLM.)"""
+    """Whether vLLM runs on the CPU here: PyPI's CPU build is installed, or there is no CUDA device."""
     if vllm_engine.cpu_build_installed():
         return True
     import torch
@@ -24,24 +23,7 @@ def runs_on_cpu() -> bool:
 
 
 class VLLMBackend(Backend):
-    """``vllm.LLM.chat`` with all prompts at once and ``n`` samples each (``SamplingParams.n``).
-
-    One call lets vLLM schedule every sequence with continuous batching and share each prompt's
-    prefix across its ``n`` samples; the chat template is the model's own. So results are saved
-    once, after that call (the default ``save_every``), unless the config asks for more often.
-
-    vLLM renders the chat template and tokenises the text without special tokens, the ids of
-    ``rg_verl.evaluation.backends.hf.prompt_token_ids``; ``config.chat_template_kwargs``, where the config
-    has them, go to the template. Each completion carries vLLM's ``token_ids`` (the end-of-sequence token
-    included when generation stopped on it). With ``Sampling.seed`` set, prompt ``i`` of a call gets the
-    per-request seed :func:`request_seed` (seed, i): vLLM then samples each request from its own generator,
-    so its completions do not depend on the other requests' draws; they can still differ between runs by
-    the floating-point differences of other batch shapes, which vLLM does not rule out.
-
-    On the CPU (:func:`runs_on_cpu`: vLLM's CPU build, or no CUDA device) the engine gets vLLM's CPU
-    settings (:mod:`rg_verl.common.vllm_engine`: the share of host memory, eager mode, no chunked prefill, the KV
-    cache space) under the config's own ``engine_kwargs``; a GPU engine gets only ``engine_kwargs``.
-    """
+    """``vllm.LLM.chat`` with all prompts at once and ``n`` samples each, seeded per request (docs/evaluation.md)."""
 
     def __init__(self, config) -> None:
         if runs_on_cpu():  # read by vLLM's CPU build when it is imported
@@ -53,16 +35,14 @@ class VLLMBackend(Backend):
         try:
             from vllm import LLM
         except ImportError as error:
-            raise ConfigError(
-                f"backend: 'vllm' cannot be imported ({error}); install vllm or set backend: hf"
-            ) from None
+            message = f"backend: 'vllm' cannot be imported ({error}); install vllm or set backend: hf"
+            raise ConfigError(message) from None
         self.llm = LLM(model=config.model_path, dtype=config.dtype, **self.engine_kwargs(config))
         self.chat_template_kwargs = dict(getattr(config, "chat_template_kwargs", None) or {})
         logger.info("vllm backend: %s", config.model_path)
 
     def engine_kwargs(self, config) -> dict:
-        """The keyword arguments of ``vllm.LLM`` beyond the model and dtype: ``config.engine_kwargs``, over vLLM's
-        CPU settings on the CPU."""
+        """``vllm.LLM``'s arguments beyond model and dtype: ``engine_kwargs``, over the CPU settings on a CPU."""
         if runs_on_cpu():
             return vllm_engine.engine_kwargs(dict(config.engine_kwargs))
         return dict(config.engine_kwargs)
