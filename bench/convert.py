@@ -25,23 +25,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 WORLD_SIZE = 2
-# Qwen2.5-0.5B's shapes
-MODEL = dict(
-    hidden_size=896,
-    intermediate_size=4864,
-    num_hidden_layers=24,
-    num_attention_heads=14,
-    num_key_value_heads=2,
-    vocab_size=151936,
-    max_position_embeddings=32768,
-    tie_word_embeddings=True,
-    architectures=["Qwen2ForCausalLM"],
-)
-
-
-# --------------------------------------------------------------------------------------------------
-# The checkpoint
-# --------------------------------------------------------------------------------------------------
+MODEL = dict(  # Qwen2.5-0.5B's shapes
+    hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2,
+    vocab_size=151936, max_position_embeddings=32768, tie_word_embeddings=True, architectures=["Qwen2ForCausalLM"],
+)  # fmt: skip
 
 
 def _save_worker(rank: int, actor: str, tiny: str, init: str) -> None:
@@ -91,9 +78,7 @@ def make_checkpoint(workdir: Path) -> Path:
     return actor
 
 
-# --------------------------------------------------------------------------------------------------
 # The arms, each run in a child process: `python bench/convert.py --arm NAME SRC DST`
-# --------------------------------------------------------------------------------------------------
 
 
 def arm_copy(src: Path, dst: Path) -> None:
@@ -124,11 +109,12 @@ def arm_verl(src: Path, dst: Path) -> None:
     merger.cleanup()
 
 
+_OURS = ["rg_verl.checkpoint", "transformers", "safetensors", "tqdm"]
 ARMS = {  # name -> (function, modules imported before the clock starts)
     "copy": (arm_copy, []),
-    "ours": (arm_ours, ["rg_verl.checkpoint", "transformers", "safetensors", "tqdm"]),
-    "ours-300MB": (lambda s, d: arm_ours(s, d, "300MB"), ["rg_verl.checkpoint", "transformers", "safetensors", "tqdm"]),
-    "previous": (arm_ours, ["rg_verl.checkpoint", "transformers", "safetensors", "tqdm"]),
+    "ours": (arm_ours, _OURS),
+    "ours-300MB": (lambda s, d: arm_ours(s, d, "300MB"), _OURS),
+    "previous": (arm_ours, _OURS),
     "verl": (arm_verl, ["verl.model_merger.fsdp_model_merger", "transformers", "safetensors", "tqdm"]),
 }
 

@@ -69,13 +69,9 @@ class OldRule:
 
     def __init__(self, split: str, data: DictConfig, tally: Tally | None = None):
         settings = ReasoningGymConfig.from_section(data.get("reasoning_gym"), where="data.reasoning_gym")
-        train = split == "train"
-        self.mix = settings.mix(split)
-        state = MixState(
-            self.mix,
-            settings.curriculum if train else CurriculumConfig(),
-            settings.adaptive_weights if train else AdaptiveWeightsConfig(),
-        )
+        train, self.mix = split == "train", settings.mix(split)
+        state = MixState(self.mix, settings.curriculum if train else CurriculumConfig(),
+                         settings.adaptive_weights if train else AdaptiveWeightsConfig())  # fmt: skip
         self.size = settings.size(split)
         self.split_seed = split_seed(settings.seed, split)
         self.prompt = system_prompt(settings.system_prompt)

@@ -26,14 +26,9 @@ from rg_verl.common.atomic import write_atomic
 GSM8K = ("openai/gsm8k", "main")
 MATH = "EleutherAI/hendrycks_math"
 MATH_SUBJECTS = (
-    "algebra",
-    "counting_and_probability",
-    "geometry",
-    "intermediate_algebra",
-    "number_theory",
-    "prealgebra",
+    "algebra", "counting_and_probability", "geometry", "intermediate_algebra", "number_theory", "prealgebra",
     "precalculus",
-)
+)  # fmt: skip
 
 
 def _write(table, path: Path) -> None:
@@ -59,9 +54,8 @@ def download(out: Path) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     head, _, rest = __doc__.partition("\n\n")
-    parser = argparse.ArgumentParser(
-        description=head, epilog=rest, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    formatter = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(description=head, epilog=rest, formatter_class=formatter)
     parser.add_argument("--out", type=Path, default=Path("data"), help="output folder (default: data)")
     args = parser.parse_args(argv)
     try:

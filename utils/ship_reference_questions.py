@@ -2,15 +2,8 @@
 
     PYTHONHASHSEED=0 python utils/ship_reference_questions.py
 
-For every generator entry (no ``source``) of every shipped evaluation config (``evaluation/configs/**``),
-the question hash of each of its reference items, ``create_dataset(name, seed=seed, size=size, **params)``
-(``rg_verl.data.reference_questions.ReferenceItems``), goes into ``rg_verl/data/reference_questions.txt``,
-one per line, sorted, under a header that records a digest of the entries. The training and validation
-splits leave these questions out. Run it after changing a shipped evaluation config's datasets, params,
-seeds or sizes, and then ``utils/ship_searches.py``: the shipped validation searches passed over the old list.
-A fast test compares the digest with the configs, a slow one regenerates a sample. Runs
-get ``PYTHONHASHSEED=0`` (``rg_verl.grpo.launch``), and so must this, for the generators whose items
-follow it.
+The question hash of every reference item of every generator entry of ``evaluation/configs/**`` goes into
+``rg_verl/data/reference_questions.txt``, sorted, under a header with a digest of the entries (docs/data.md).
 """
 
 from __future__ import annotations

@@ -2,13 +2,9 @@
 
     PYTHONHASHSEED=0 python utils/ship_searches.py
 
-A validation item searches about 20 candidates for a question in the validation share; the files this
-writes (``rg_verl/data/shipped_searches``, read by ``rg_verl.data.search_cache``) say which candidate holds
-each item of the shipped configs, so a first run of a shipped config generates one candidate per item.
-Run it after changing a shipped config's datasets, params, seed or validation size (a slow test,
-``tests/e2e/test_shipped_searches.py``, says when it is due). It searches from nothing, then replaces the
-folder in one rename. Configs that read files (``math/``) search nothing and are skipped. Runs get
-``PYTHONHASHSEED=0`` (``rg_verl.grpo.launch``), and so must this, for the generators whose items follow it.
+Which candidate holds each validation item, so a first run of a shipped config generates one candidate per item
+(``rg_verl/data/shipped_searches``, docs/data.md). Searched from nothing, published in one rename; configs that
+read files are skipped.
 """
 
 from __future__ import annotations

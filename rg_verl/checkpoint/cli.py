@@ -5,8 +5,7 @@
 
 The model is written to <out_dir>/<name>, or to <out_dir> without a name. reasoning-gym's older order,
 <actor> <huggingface config folder> <output>, still works: when the second argument is a folder holding a
-config.json and a third is given, config and tokenizer come from that folder. The work is done by
-rg_verl.checkpoint.convert_checkpoint; the command line only reads arguments.
+config.json and a third is given, config and tokenizer come from that folder.
 """
 
 from __future__ import annotations

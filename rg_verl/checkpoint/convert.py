@@ -49,9 +49,7 @@ class Output:
     lora: tuple[Source, Source, float, bool] | None = None  # A, B, scale, embedding (delta = (B @ A).T)
     tied: list[Source] = field(default_factory=list)  # tied names stored once, as this one
 
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.src.shape
+    shape = property(lambda self: self.src.shape)
 
 
 @dataclass
@@ -189,8 +187,7 @@ def _bar(plan: Plan, desc: str, progress: bool) -> tqdm:
 
 def _save(plan: Plan, path: Path, outputs: dict[str, Output], bar: tqdm) -> None:
     """One safetensors file, its shards mapped afresh, so that the pages of the files before are let go."""
-    states = [load_state(p) for p in plan.info.model_files]
-    tensors = {}
+    states, tensors = [load_state(p) for p in plan.info.model_files], {}
     for name, out in outputs.items():
         tensors[name] = materialize(states, out)
         bar.update()
@@ -403,10 +400,7 @@ def convert_checkpoint(checkpoint_dir: str | os.PathLike, out_dir: str | os.Path
 def verify_conversion(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathLike, *,
                       hf_dir: str | os.PathLike | None = None, lora_alpha: float | None = None,
                       trust_remote_code: bool = False, progress: bool = False) -> None:  # fmt: skip
-    """Check a converted folder against the checkpoint, every tensor bit for bit (:class:`CheckpointError` if not).
-
-    The dtype is read from the output; LoRA counts as merged unless ``out_dir/lora_adapter`` exists.
-    """
+    """Check a converted folder against the checkpoint, bit for bit; LoRA counts as merged without ``lora_adapter``."""
     out = Path(out_dir).expanduser().resolve()
     plan = _open(checkpoint_dir, hf_dir, None, not (out / ADAPTER_DIR).is_dir(), lora_alpha)
     for f in sorted(out.glob("*.safetensors")):

@@ -1,10 +1,5 @@
-"""Real verl FSDP checkpoints, written over gloo on the CPU, for tests and benchmarks.
-
-Each function runs in the worker processes of ``torch.multiprocessing.spawn``, inside :func:`gloo_group`: the
-model sharded as verl shards it (:func:`shard_like_verl`), saved by verl's ``FSDPCheckpointManager``
-(:func:`save_checkpoint`). Used by ``tests/unit/checkpoint``, ``tests/e2e/test_smoke_run.py`` and
-``bench/convert.py``; not imported by :mod:`rg_verl.checkpoint`, which needs neither verl nor a process group.
-"""
+"""Real verl FSDP checkpoints, written over gloo on the CPU by ``torch.multiprocessing.spawn`` workers, for tests
+and benchmarks; not imported by :mod:`rg_verl.checkpoint`, which needs neither verl nor a process group."""
 
 from __future__ import annotations
 
@@ -22,14 +17,8 @@ from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor
 
 __all__ = [
-    "cpu_mesh",
-    "full_state",
-    "gloo_group",
-    "load_checkpoint",
-    "quiet_worker",
-    "save_checkpoint",
-    "shard_like_verl",
-]
+    "cpu_mesh", "full_state", "gloo_group", "load_checkpoint", "quiet_worker", "save_checkpoint", "shard_like_verl",
+]  # fmt: skip
 
 
 def quiet_worker() -> None:
@@ -56,13 +45,9 @@ def cpu_mesh(*shape: int, names: tuple[str, ...] = ("fsdp",)) -> DeviceMesh:
 def shard_like_verl(
     model: torch.nn.Module, mesh: DeviceMesh, layers: Iterable[torch.nn.Module] | None = None, **kwargs: Any
 ) -> torch.nn.Module:
-    """FSDP2 as verl wraps a model: ``fully_shard`` each decoder layer, then the root.
+    """FSDP2 as verl wraps a model, in place: ``fully_shard`` each decoder layer, then the root.
 
-    Args:
-        model: A Hugging Face causal LM; sharded in place and returned.
-        mesh: The device mesh to shard over.
-        layers: The decoder layers (default ``model.model.layers``; a PEFT model's lie deeper).
-        **kwargs: Passed to every ``fully_shard`` call, e.g. ``shard_placement_fn``.
+    ``layers`` default to ``model.model.layers`` (a PEFT model's lie deeper); ``kwargs`` go to every ``fully_shard``.
     """
     for layer in model.model.layers if layers is None else layers:
         fully_shard(layer, mesh=mesh, **kwargs)
@@ -70,17 +55,9 @@ def shard_like_verl(
     return model
 
 
-def save_checkpoint(
-    model: torch.nn.Module,
-    actor_dir: str | os.PathLike,
-    tokenizer: Any = None,
-    optimizer: torch.optim.Optimizer | None = None,
-) -> None:
-    """verl's ``FSDPCheckpointManager.save_checkpoint`` at step 1, from every rank.
-
-    Saves what training saves (model, optimizer, extra state) when an ``optimizer`` is given, else the model
-    only; ``huggingface/`` gets the config and, with a ``tokenizer``, the tokenizer.
-    """
+def save_checkpoint(model: torch.nn.Module, actor_dir: str | os.PathLike, tokenizer: Any = None,
+                    optimizer: torch.optim.Optimizer | None = None) -> None:  # fmt: skip
+    """verl's ``FSDPCheckpointManager.save_checkpoint`` at step 1, from every rank; without ``optimizer``, the model."""
     from omegaconf import OmegaConf
     from verl.utils.checkpoint.fsdp_checkpoint_manager import FSDPCheckpointManager
 
@@ -99,9 +76,6 @@ def load_checkpoint(model: torch.nn.Module, actor_dir: str | os.PathLike) -> Non
 
 
 def full_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """The state dict with every DTensor gathered by torch itself: the reference a conversion must match.
-
-    A collective: every rank calls it. FSDP1's default state dict is gathered already.
-    """
+    """The state dict with every DTensor gathered by torch (a collective): the reference a conversion must match."""
     state = model.state_dict()
     return {k: (v.full_tensor() if isinstance(v, DTensor) else v).detach().clone() for k, v in state.items()}
