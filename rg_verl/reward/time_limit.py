@@ -38,7 +38,6 @@ logger = logging.getLogger(__name__)
 PRELOAD: tuple[str, ...] = ("sympy", "latex2sympy2_extended", "math_verify")
 MEMORY_HEADROOM_BYTES = 4 << 30  # address space a worker may add beyond its start size
 _PR_SET_PDEATHSIG = 1
-CONSTS.sleep_unit = 0.02  # how often pebble looks for an overrun (its default, 0.1 s, would let a 0.9 s limit pass 1 s)
 
 
 class Status(str, enum.Enum):
@@ -153,6 +152,8 @@ def _get_workers() -> _Workers:
                 multiprocessing.current_process().daemon = False
             if not _finalizing:  # a multiprocessing child joins its live children as it exits: stop them first
                 _finalizing.append(multiprocessing.util.Finalize(None, shutdown, exitpriority=100))
+            # how often pebble looks for an overrun (its default, 0.1 s, would let a 0.9 s limit pass 1 s)
+            CONSTS.sleep_unit = 0.02
             _workers = _Workers(
                 _settings.get("max_workers") or _env_workers(),
                 _settings.get("preload", PRELOAD),

@@ -17,20 +17,23 @@ from tests.unit.reward.test_time_limit import gone
 pytestmark = pytest.mark.slow
 
 
-def test_a_ray_actor_scores_every_reference_answer_1():
+@pytest.fixture(scope="module")
+def ray():
+    """One local Ray instance for the module's actors."""
     ray = pytest.importorskip("ray")
     ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
-    try:
+    yield ray
+    ray.shutdown()
 
-        @ray.remote
-        class Scorer:
-            def score(self, batch):
-                return accuracies(batch)
 
-        # only a hang: beside three busy processes at nice 0, this nice-15 actor's test took 350 s
-        found = ray.get(Scorer.remote().score.remote(cases()), timeout=1800)
-    finally:
-        ray.shutdown()
+def test_a_ray_actor_scores_every_reference_answer_1(ray):
+    @ray.remote
+    class Scorer:
+        def score(self, batch):
+            return accuracies(batch)
+
+    # only a hang: beside three busy processes at nice 0, this nice-15 actor's test took 350 s
+    found = ray.get(Scorer.remote().score.remote(cases()), timeout=1800)
     assert found == [1.0] * len(cases())
 
 
@@ -43,20 +46,14 @@ def bounded_calls() -> tuple:
     )
 
 
-def test_a_ray_actors_time_limit_cuts_off_an_overrun_and_its_workers_die_with_it():
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
-    try:
+def test_a_ray_actors_time_limit_cuts_off_an_overrun_and_its_workers_die_with_it(ray):
+    @ray.remote
+    class Bounded:
+        def calls(self):
+            return bounded_calls()
 
-        @ray.remote
-        class Bounded:
-            def calls(self):
-                return bounded_calls()
-
-        actor = Bounded.remote()
-        answer, overrun, worker = ray.get(actor.calls.remote(), timeout=1800)
-        ray.kill(actor)
-        assert answer == (3, "ok") and overrun == (None, "timeout")
-        assert gone(worker, limit_s=60.0, zombie_ok=True), f"worker {worker} outlived its Ray actor"
-    finally:
-        ray.shutdown()
+    actor = Bounded.remote()
+    answer, overrun, worker = ray.get(actor.calls.remote(), timeout=1800)
+    ray.kill(actor)
+    assert answer == (3, "ok") and overrun == (None, "timeout")
+    assert gone(worker, limit_s=60.0, zombie_ok=True), f"worker {worker} outlived its Ray actor"
